@@ -1,0 +1,54 @@
+import type { CanonicalRequest, StreamEvent, Usage } from "../formats/canonical.ts";
+import type { WireFormat } from "./format.ts";
+import type { NanoUsd } from "./money.ts";
+
+/** Where the router sends a request: a provider (by name) and the model name upstream knows. */
+export interface Target {
+  provider: string;
+  upstreamModel: string;
+}
+
+export type Outcome =
+  | { status: "success" }
+  | { status: "failed"; error: { status: number; code: string; message: string } }
+  | { status: "cancelled" };
+
+/**
+ * The one object a request's plugins share. Each field has one writer (named in that plugin's
+ * README); plugins add their own fields by declaration merging on this interface.
+ */
+export interface GatewayContext {
+  readonly requestId: string;
+  /** Wall-clock start, epoch milliseconds. */
+  readonly startedAt: number;
+  /** Monotonic start (performance.now()), for latencies. */
+  readonly startedMono: number;
+  /** Aborted when the client goes away or the request times out. */
+  readonly signal: AbortSignal;
+  readonly clientIp: string;
+  readonly headers: Headers;
+  /** The client's wire format. */
+  readonly ingress: WireFormat;
+  /** The client's JSON body as sent. */
+  body: Record<string, unknown>;
+  /** What plugins read about the request regardless of format. Writer: the core (ingress decode). */
+  request: CanonicalRequest;
+  /** Writer: the router (catalog plugin); a later plugin may re-route (sandbox). */
+  target?: Target;
+  /** The body sent upstream. Writer: the provider; `onUpstreamRequest` hooks may rewrite it. */
+  upstreamBody?: Record<string, unknown>;
+  /** Writer: the core, from the upstream's answer. */
+  usage?: Usage;
+  /** The upstream's id of the response (chat-completion id). Writer: the core. */
+  responseId?: string;
+  /** Billed cost in nano-USD. Writer: metering. */
+  cost?: NanoUsd;
+  /** Monotonic time of the first upstream byte / token. Writer: the core. */
+  firstTokenMono?: number;
+  /** Extra headers for the client response. Writers: any plugin, in onRequest/onResponse. */
+  readonly responseHeaders: Record<string, string>;
+  /** Extra fields for the request's log line. Writers: any plugin. */
+  readonly log: Record<string, unknown>;
+}
+
+export type { CanonicalRequest, StreamEvent, Usage };

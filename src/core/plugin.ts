@@ -1,0 +1,77 @@
+import type { AnyElysia } from "elysia";
+import type { Static, TSchema } from "@sinclair/typebox";
+import type { GatewayContext, Outcome } from "./context.ts";
+import type { StreamEvent } from "../formats/canonical.ts";
+import type { WireFormat } from "./format.ts";
+import type { Logger } from "./log.ts";
+
+/**
+ * What plugins offer each other, keyed by plugin name. Each plugin that `provides` something adds
+ * its entry by declaration merging: `declare module "../../core/plugin.ts" { interface Services { storage: Repository } }`.
+ */
+export interface Services {}
+
+/** An upstream the router can send a request to. */
+export interface Provider {
+  /** The provider's native wire format. */
+  readonly format: WireFormat;
+  /** The upstream body for this request (same format: relayed; otherwise translated by the core). */
+  buildBody(ctx: GatewayContext): Record<string, unknown>;
+  /** Sends the body upstream and returns the upstream's HTTP answer (not consumed). */
+  send(ctx: GatewayContext, body: Record<string, unknown>): Promise<Response>;
+}
+
+/** Runs a request through the pipeline: what ingress routes call. */
+export interface Gateway {
+  handle(request: Request, ingress: WireFormat, clientIp: string): Promise<Response>;
+  /** Number of requests in flight (drained on shutdown). */
+  readonly inFlight: number;
+}
+
+export interface PluginHost {
+  readonly configFile: string;
+  readonly log: Logger;
+  /** The `provides` of an earlier plugin in the pipeline; throws when it is not enabled. */
+  service<K extends keyof Services>(name: K): Services[K];
+  /** Whether a plugin is enabled in this configuration. */
+  has(name: string): boolean;
+}
+
+export interface PluginInstance<Provides = unknown> {
+  /** Offered to later plugins as `host.service(<plugin name>)`. */
+  provides?: Provides;
+  /** Upstreams this plugin serves, by provider name (the catalog's `provider` field). */
+  providers?: Record<string, Provider>;
+  /** In pipeline order; may throw a GatewayError to short-circuit. */
+  onRequest?(ctx: GatewayContext): void | Promise<void>;
+  /** In pipeline order; last rewrite of `ctx.upstreamBody`. */
+  onUpstreamRequest?(ctx: GatewayContext): void | Promise<void>;
+  /** Reverse order; non-streaming answers, after usage is known, before the body is sent. */
+  onResponse?(ctx: GatewayContext): void | Promise<void>;
+  /** Reverse order; every normalized event of a stream. Synchronous: it sits on the hot path. */
+  onStreamEvent?(ctx: GatewayContext, event: StreamEvent): void;
+  /** Reverse order; after the last byte or the failure. Runs for every plugin whose onRequest stage was reached. */
+  onComplete?(ctx: GatewayContext, outcome: Outcome): void | Promise<void>;
+  /** Extra HTTP routes (admin, cost API, ingress endpoints). */
+  routes?(app: AnyElysia, gateway: Gateway): void;
+  /** Readiness: false keeps GET /ready at 503. */
+  ready?(): boolean | Promise<boolean>;
+  /** Graceful shutdown, in reverse pipeline order, after in-flight requests drained. */
+  close?(): void | Promise<void>;
+}
+
+export interface PluginDefinition<S extends TSchema = TSchema, Provides = unknown> {
+  /** kebab-case; equals the folder name, the YAML key and the log tag. */
+  readonly name: string;
+  /** Plugins that must be enabled and come earlier in the pipeline. */
+  readonly requires?: readonly string[];
+  readonly configSchema: S;
+  setup(config: Static<S>, host: PluginHost): PluginInstance<Provides> | Promise<PluginInstance<Provides>>;
+}
+
+/** Declares a plugin; importing a plugin module does no I/O, only `setup` may. */
+export function definePlugin<S extends TSchema, Provides = unknown>(
+  definition: PluginDefinition<S, Provides>,
+): PluginDefinition<S, Provides> {
+  return definition;
+}

@@ -1,0 +1,28 @@
+import type { ApiKey } from "../storage/repository.ts";
+
+/** The caller, once its key is verified. */
+export interface Principal {
+  accountId: string;
+  key: ApiKey;
+}
+
+/** What the auth plugin offers other plugins (`host.service("auth")`). */
+export interface AuthService {
+  /** Verifies `Authorization: Bearer` or `x-api-key`; throws AuthenticationError (401). */
+  authenticate(headers: Headers): Promise<Principal>;
+  /** Drops a key from the cache so its next use re-reads the store (revocation). */
+  forget(keyHash: string): void;
+}
+
+declare module "../../core/context.ts" {
+  interface GatewayContext {
+    /** Writer: auth. */
+    principal?: Principal;
+  }
+}
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    auth: AuthService;
+  }
+}

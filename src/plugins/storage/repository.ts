@@ -1,0 +1,160 @@
+import type { NanoUsd } from "../../core/money.ts";
+
+/**
+ * The storage contract. SQLite (embedded default) and Postgres (multi-instance) implement it;
+ * everything else reaches the store only through it. All money is integer nano-USD.
+ */
+
+export const CREDIT_KINDS = ["card", "usdt", "bonus", "voucher", "promotional"] as const;
+export type CreditKind = (typeof CREDIT_KINDS)[number];
+
+export type GenerationStatus = "success" | "failed" | "cancelled";
+
+export interface Account {
+  id: string;
+  name: string;
+  createdAt: number; // epoch ms
+}
+
+export interface ApiKey {
+  id: string;
+  accountId: string;
+  name: string;
+  /** SHA-256 hex of the full key; the full key is never stored. */
+  keyHash: string;
+  /** Masked form, e.g. "sk-gw-Ab3d…x9Yz". */
+  label: string;
+  limit: NanoUsd | null;
+  /** Allowed model ids; null = every model. */
+  models: string[] | null;
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
+  expiresAt: number | null;
+  createdAt: number;
+  deletedAt: number | null;
+  blocked: boolean;
+}
+
+export type NewApiKey = Omit<ApiKey, "createdAt" | "deletedAt" | "blocked">;
+
+export interface CreditInput {
+  accountId: string;
+  amount: NanoUsd;
+  kind: CreditKind;
+  /** Idempotency reference: the same reference credits once. */
+  reference: string;
+}
+
+export interface CreditResult {
+  entryId: string;
+  balance: NanoUsd;
+  /** True when the reference had already been credited (nothing new was added). */
+  duplicate: boolean;
+}
+
+export interface AccountTotals {
+  /** Everything ever credited, bonus included. */
+  credits: NanoUsd;
+  /** Everything ever debited. */
+  debits: NanoUsd;
+  balance: NanoUsd;
+  /** Sum by credit kind, for promotional-only detection. */
+  paidCredits: NanoUsd;
+}
+
+/** One request, as metered: every field of the spec's generation record. */
+export interface Generation {
+  /** The gateway request id (x-gateway-request-id). */
+  id: string;
+  /** The chat-completion id the client saw, when there is one. */
+  responseId: string | null;
+  accountId: string;
+  keyId: string;
+  model: string;
+  provider: string;
+  ingress: string;
+  stream: boolean;
+  status: GenerationStatus;
+  errorCode: string | null;
+  createdAt: number; // epoch ms, request start
+  latencyMs: number;
+  timeToFirstTokenMs: number | null;
+  promptTokens: number; // all input, cache included
+  completionTokens: number; // reasoning included
+  cachedTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  /** Uncached input part of the cost; the spec's `input` is inputCost + cacheReadCost + cacheWriteCost. */
+  inputCost: NanoUsd;
+  cacheReadCost: NanoUsd;
+  cacheWriteCost: NanoUsd;
+  outputCost: NanoUsd;
+  totalCost: NanoUsd;
+}
+
+export interface RequestPage {
+  limit: number;
+  /** Only rows created strictly before this epoch-ms time (pagination cursor). */
+  before?: number;
+}
+
+/** Counters of the usage report (cost in nano-USD). */
+export interface UsageCounters {
+  cost: NanoUsd;
+  requests: number;
+  successfulRequests: number;
+  failedRequests: number;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  cacheWriteTokens: number;
+}
+
+export interface UsageRow extends UsageCounters {
+  day: string; // YYYY-MM-DD (UTC)
+  model: string;
+}
+
+export interface Repository {
+  createAccount(name: string): Promise<Account>;
+  getAccount(id: string): Promise<Account | null>;
+  /** Idempotent on `reference`; a reference reused for another account or amount throws ConflictError. */
+  addCredit(credit: CreditInput): Promise<CreditResult>;
+  accountTotals(accountId: string): Promise<AccountTotals>;
+
+  createKey(key: NewApiKey): Promise<ApiKey>;
+  findKeyByHash(keyHash: string): Promise<ApiKey | null>;
+  getKey(id: string): Promise<ApiKey | null>;
+  /** Marks the key deleted; returns it (null when unknown or already deleted). */
+  deleteKey(id: string): Promise<ApiKey | null>;
+  /** Total spend of a key, nano-USD. */
+  keyUsage(keyId: string): Promise<NanoUsd>;
+
+  /**
+   * Meters one request: the generation record, its ledger debit (totalCost), the key's and
+   * account's totals and the daily roll-up, all in one transaction. Writes may be batched (group
+   * commit), but the record and totals are visible to every read of this repository at once.
+   */
+  recordGeneration(generation: Generation): void;
+  /** A generation of the account by request id or chat-completion id. */
+  findGeneration(accountId: string, id: string): Promise<Generation | null>;
+  /** Newest first. */
+  listGenerations(accountId: string, page: RequestPage): Promise<Generation[]>;
+  /** Daily roll-ups of an account (or one key) between two UTC days, inclusive. */
+  usageByDay(query: { accountId: string; keyId?: string; startDay: string; endDay: string }): Promise<UsageRow[]>;
+
+  getSetting(name: string): Promise<string | null>;
+  setSetting(name: string, value: string): Promise<void>;
+
+  /** Writes everything batched so far. */
+  flush(): Promise<void>;
+  /** A cheap query; throws when the store cannot answer. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    storage: Repository;
+  }
+}
