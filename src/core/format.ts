@@ -25,8 +25,6 @@ export interface WireFormat {
   createStreamRelay(ctx: GatewayContext): StreamRelay;
   /** The upstream's error message from a non-2xx answer. */
   readUpstreamError(status: number, bodyText: string): { message: string; type?: string; code?: string };
-  /** Bytes that end a stream in this format after the relay is done (e.g. `data: [DONE]`). */
-  streamTerminator(): string;
   /** An error event for a stream whose headers are already sent. */
   streamErrorFrame(error: GatewayError): string;
 }

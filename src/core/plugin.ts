@@ -30,6 +30,8 @@ export interface Gateway {
 
 export interface PluginHost {
   readonly configFile: string;
+  /** The environment the configuration was expanded from (provider keys are read from it). */
+  readonly env: Readonly<Record<string, string | undefined>>;
   readonly log: Logger;
   /** The `provides` of an earlier plugin in the pipeline; throws when it is not enabled. */
   service<K extends keyof Services>(name: K): Services[K];

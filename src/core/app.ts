@@ -1,0 +1,65 @@
+import { Elysia } from "elysia";
+import { swagger } from "@elysiajs/swagger";
+import type { Stage } from "./pipeline.ts";
+import type { Gateway } from "./plugin.ts";
+import type { ServerConfig } from "./config.ts";
+import type { Logger } from "./log.ts";
+import {
+  GatewayError,
+  InvalidRequestError,
+  NotFoundError,
+  PayloadTooLargeError,
+  errorResponse,
+} from "./errors.ts";
+
+/** The Elysia app: health, docs, error mapping, the body limit, and every plugin's routes. */
+export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfig, log: Logger) {
+  const app = new Elysia({ serve: { maxRequestBodySize: server.max_body_bytes + 1024 * 1024 } })
+    .onRequest(function rejectOversizedBody({ request }) {
+      const declared = Number(request.headers.get("content-length") ?? "0");
+      if (declared > server.max_body_bytes) {
+        return errorResponse(new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${server.max_body_bytes} bytes`));
+      }
+    })
+    .onError(function mapError({ code, error }) {
+      if (error instanceof GatewayError) return errorResponse(error);
+      if (code === "VALIDATION") return errorResponse(new InvalidRequestError(validationMessage(error)));
+      if (code === "PARSE") return errorResponse(new InvalidRequestError("request body is not valid JSON"));
+      if (code === "NOT_FOUND") return errorResponse(new NotFoundError("no such endpoint"));
+      log.error("unhandled route error", { error: String((error as Error)?.stack ?? error) });
+      return errorResponse(new GatewayError("internal error"));
+    })
+    .use(swagger({ path: "/swagger", documentation: { info: { title: "AI gateway", version: "1" } } }))
+    .get("/health", () => ({ status: "ok" }), { detail: { summary: "Liveness" } })
+    .get(
+      "/ready",
+      async function readiness({ set }) {
+        for (const { name, instance } of stages) {
+          const ok = instance.ready ? await Promise.resolve(instance.ready()).catch(() => false) : true;
+          if (!ok) {
+            set.status = 503;
+            return { status: "unavailable", plugin: name };
+          }
+        }
+        return { status: "ready" };
+      },
+      { detail: { summary: "Readiness: every plugin can serve" } },
+    );
+  for (const { instance } of stages) instance.routes?.(app, gateway);
+  return app;
+}
+
+/** The client's address as Bun sees it. */
+export function clientAddress(server: { requestIP(request: Request): { address: string } | null } | null, request: Request): string {
+  return server?.requestIP(request)?.address ?? "unknown";
+}
+
+function validationMessage(error: unknown): string {
+  const detail = error as { all?: { path?: string; summary?: string; message?: string }[]; message?: string };
+  const first = detail.all?.[0];
+  if (first) {
+    const field = (first.path ?? "").replace(/^\//, "").replaceAll("/", ".") || "body";
+    return `invalid ${field}: ${first.summary ?? first.message ?? "does not match the schema"}`;
+  }
+  return "request does not match the schema";
+}

@@ -1,0 +1,131 @@
+import { readFileSync, existsSync } from "node:fs";
+import { resolve, join } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import type { PluginDefinition } from "./plugin.ts";
+
+/** Server settings (the `server` block of plugins-config.yaml). */
+export const ServerConfigSchema = Type.Object({
+  port: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  hostname: Type.String({ default: "0.0.0.0" }),
+  /** Largest accepted request body; larger answers 413. */
+  max_body_bytes: Type.Integer({ minimum: 1, default: 50 * 1024 * 1024 }),
+  /** Longest upstream call, streams included (spec: streams up to 10 minutes). */
+  upstream_timeout_ms: Type.Integer({ minimum: 1, default: 600_000 }),
+  /** How long a graceful stop waits for in-flight requests. */
+  drain_timeout_ms: Type.Integer({ minimum: 0, default: 30_000 }),
+});
+export type ServerConfig = Static<typeof ServerConfigSchema>;
+
+export interface LoadedPlugin {
+  definition: PluginDefinition;
+  config: unknown;
+}
+
+export interface GatewayConfig {
+  file: string;
+  server: ServerConfig;
+  /** Enabled plugins in pipeline order, configs validated. */
+  plugins: LoadedPlugin[];
+}
+
+/** A configuration problem: one line naming the file, the plugin and the field. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const PLUGIN_ROOT = resolve(import.meta.dir, "../plugins");
+
+/** Reads the YAML, expands ${VAR} / ${VAR:-default}, loads each enabled plugin and checks its config. */
+export async function loadConfig(file: string, env: Record<string, string | undefined> = process.env): Promise<GatewayConfig> {
+  const path = resolve(file);
+  if (!existsSync(path)) throw new ConfigError(`${file}: file not found`);
+  let raw: unknown;
+  try {
+    raw = interpolate(parseYaml(readFileSync(path, "utf8")), env);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigError(`${file}: ${error.message}`);
+    throw new ConfigError(`${file}: invalid YAML: ${(error as Error).message.split("\n")[0]}`);
+  }
+  if (!isObject(raw)) throw new ConfigError(`${file}: expected a mapping with "server" and "plugins"`);
+  const server = checkSchema(ServerConfigSchema, raw.server ?? {}, `${file}: server`);
+  if (!isObject(raw.plugins)) throw new ConfigError(`${file}: "plugins" must be a mapping of plugin name to {enabled, config}`);
+
+  const plugins: LoadedPlugin[] = [];
+  const enabledNames = new Set<string>();
+  for (const [name, entry] of Object.entries(raw.plugins)) {
+    const where = `${file}: plugin "${name}"`;
+    const block = entry ?? {};
+    if (!isObject(block)) throw new ConfigError(`${where}: expected {enabled, config}`);
+    const enabled = toBoolean(block.enabled ?? true, `${where}: /enabled`);
+    if (!enabled) continue;
+    const definition = await importPlugin(name, where);
+    for (const required of definition.requires ?? []) {
+      if (!enabledNames.has(required)) {
+        throw new ConfigError(`${where}: requires plugin "${required}" enabled earlier in the pipeline`);
+      }
+    }
+    const config = checkSchema(definition.configSchema, block.config ?? {}, `${where}: config`);
+    plugins.push({ definition, config });
+    enabledNames.add(name);
+  }
+  return { file: path, server, plugins };
+}
+
+async function importPlugin(name: string, where: string): Promise<PluginDefinition> {
+  if (!/^[a-z0-9][a-z0-9-]*$/.test(name)) throw new ConfigError(`${where}: plugin names are kebab-case folder names`);
+  const candidates = [join(PLUGIN_ROOT, name, "index.ts"), join(PLUGIN_ROOT, "providers", name, "index.ts")];
+  const found = candidates.find((candidate) => existsSync(candidate));
+  if (!found) throw new ConfigError(`${where}: no plugin folder src/plugins/${name} or src/plugins/providers/${name}`);
+  const module = await import(found);
+  const definition = module.default as PluginDefinition | undefined;
+  if (!definition || definition.name !== name) {
+    throw new ConfigError(`${where}: ${found} must default-export definePlugin({ name: "${name}", ... })`);
+  }
+  return definition;
+}
+
+/** Defaults, string-to-number/boolean conversion (env values are strings), then a strict check. */
+export function checkSchema<S extends TSchema>(schema: S, value: unknown, where: string): Static<S> {
+  const converted = Value.Convert(schema, Value.Default(schema, structuredClone(value)));
+  const first = Value.Errors(schema, converted).First();
+  if (first) {
+    const field = first.path === "" ? "/" : first.path;
+    throw new ConfigError(`${where}: ${field}: ${first.message}`);
+  }
+  return converted as Static<S>;
+}
+
+const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+/** Expands ${VAR} and ${VAR:-default} in every string of a parsed YAML tree. */
+export function interpolate(node: unknown, env: Record<string, string | undefined>): unknown {
+  if (typeof node === "string") {
+    return node.replace(VARIABLE, (_, name: string, fallback: string | undefined) => {
+      const value = env[name];
+      if (value !== undefined && value !== "") return value;
+      if (fallback !== undefined) return fallback;
+      throw new ConfigError(`environment variable ${name} is not set and has no default (write \${${name}:-default})`);
+    });
+  }
+  if (Array.isArray(node)) return node.map((item) => interpolate(item, env));
+  if (isObject(node)) return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, interpolate(v, env)]));
+  return node;
+}
+
+function toBoolean(value: unknown, where: string): boolean {
+  if (typeof value === "boolean") return value;
+  if (typeof value === "string" && /^(1|true|yes|on)$/i.test(value)) return true;
+  if (typeof value === "string" && /^(0|false|no|off|)$/i.test(value)) return false;
+  throw new ConfigError(`${where}: expected a boolean, got ${JSON.stringify(value)}`);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function defaultConfigFile(env: Record<string, string | undefined> = process.env): string {
+  return env.GATEWAY_CONFIG || "plugins-config.yaml";
+}
+

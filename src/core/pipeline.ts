@@ -1,0 +1,289 @@
+import type { GatewayContext, Outcome } from "./context.ts";
+import type { WireFormat } from "./format.ts";
+import type { Gateway, PluginInstance, Provider } from "./plugin.ts";
+import type { Logger } from "./log.ts";
+import type { ServerConfig } from "./config.ts";
+import {
+  GatewayError,
+  InvalidRequestError,
+  PayloadTooLargeError,
+  ProviderUnavailableError,
+  UpstreamError,
+  UpstreamHttpError,
+  asGatewayError,
+} from "./errors.ts";
+import { readSseFrames } from "./sse.ts";
+import { nanoToUsd } from "./money.ts";
+
+export interface Stage {
+  name: string;
+  instance: PluginInstance;
+}
+
+export const REQUEST_ID_HEADER = "x-gateway-request-id";
+
+const encoder = new TextEncoder();
+
+/** Runs plugin hooks around one upstream call per request: the core of the gateway. */
+export class Pipeline implements Gateway {
+  private active = 0;
+  private readonly requestStages: Stage[];
+  private readonly providers = new Map<string, Provider>();
+  private readonly upstreamHooks: Stage[];
+  private readonly responseHooks: Stage[];
+  private readonly streamHooks: Stage[];
+
+  constructor(
+    private readonly stages: Stage[],
+    private readonly server: ServerConfig,
+    private readonly log: Logger,
+  ) {
+    this.requestStages = stages;
+    this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
+    this.responseHooks = stages.filter((s) => s.instance.onResponse).reverse();
+    this.streamHooks = stages.filter((s) => s.instance.onStreamEvent).reverse();
+    for (const { name, instance } of stages) {
+      for (const [providerName, provider] of Object.entries(instance.providers ?? {})) {
+        if (this.providers.has(providerName)) throw new Error(`provider "${providerName}" is served by two plugins (second: ${name})`);
+        this.providers.set(providerName, provider);
+      }
+    }
+  }
+
+  get inFlight(): number {
+    return this.active;
+  }
+
+  async handle(request: Request, ingress: WireFormat, clientIp: string): Promise<Response> {
+    const ctx = this.createContext(request, ingress, clientIp);
+    this.active++;
+    let reached = 0;
+    let streaming = false;
+    try {
+      ctx.body = await readJsonBody(request, this.server.max_body_bytes);
+      ctx.request = ingress.decodeRequest(ctx.body);
+      for (const stage of this.requestStages) {
+        reached++;
+        if (stage.instance.onRequest) await stage.instance.onRequest(ctx);
+      }
+      const upstream = await this.callUpstream(ctx);
+      if (ctx.request.stream) {
+        streaming = true;
+        return this.relayStream(ctx, upstream, reached);
+      }
+      return await this.relayResponse(ctx, upstream, reached);
+    } catch (thrown) {
+      const error = asGatewayError(thrown);
+      if (!(thrown instanceof GatewayError)) {
+        this.log.error("unexpected error", { request_id: ctx.requestId, error: String((thrown as Error)?.stack ?? thrown) });
+      }
+      await this.complete(ctx, failure(error), reached);
+      return ingress.errorResponse(error, { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId });
+    } finally {
+      if (!streaming) this.active--;
+    }
+  }
+
+  private createContext(request: Request, ingress: WireFormat, clientIp: string): GatewayContext {
+    const timeout = AbortSignal.timeout(this.server.upstream_timeout_ms);
+    return {
+      requestId: newRequestId(),
+      startedAt: Date.now(),
+      startedMono: performance.now(),
+      signal: AbortSignal.any([request.signal, timeout]),
+      clientIp,
+      headers: request.headers,
+      ingress,
+      body: {},
+      request: { model: "", stream: false, clientWantsStreamUsage: false },
+      responseHeaders: {},
+      log: {},
+    };
+  }
+
+  private async callUpstream(ctx: GatewayContext): Promise<{ response: Response; provider: Provider }> {
+    const target = ctx.target;
+    if (!target) throw new GatewayError("no plugin routed the request (is the catalog plugin enabled?)");
+    const provider = this.providers.get(target.provider);
+    if (!provider) {
+      throw new ProviderUnavailableError(`model "${ctx.request.model}" is served by provider "${target.provider}", which is not enabled in this gateway's configuration`);
+    }
+    if (provider.format !== ctx.ingress) {
+      throw new InvalidRequestError(
+        `model "${ctx.request.model}" speaks the ${provider.format.name} format upstream; translation from ${ctx.ingress.name} is not enabled`,
+        { param: "model" },
+      );
+    }
+    ctx.upstreamBody = provider.buildBody(ctx);
+    for (const stage of this.upstreamHooks) await stage.instance.onUpstreamRequest!(ctx);
+    let response: Response;
+    try {
+      response = await provider.send(ctx, ctx.upstreamBody);
+    } catch (error) {
+      if (error instanceof GatewayError) throw error;
+      throw new UpstreamError(`upstream ${target.provider} could not be reached: ${(error as Error).message}`, { cause: error });
+    }
+    if (!response.ok) throw await upstreamFailure(response, provider, target.provider);
+    return { response, provider };
+  }
+
+  private async relayResponse(ctx: GatewayContext, upstream: { response: Response; provider: Provider }, reached: number): Promise<Response> {
+    const text = await upstream.response.text();
+    ctx.firstTokenMono = performance.now();
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new UpstreamError(`upstream ${ctx.target!.provider} answered with a body that is not JSON`);
+    }
+    const { usage, id } = upstream.provider.format.readResponse(body);
+    ctx.usage = usage;
+    ctx.responseId = id;
+    for (const stage of this.responseHooks) await stage.instance.onResponse!(ctx);
+    const relayed = upstream.provider.format.relayResponse(body, ctx);
+    await this.complete(ctx, { status: "success" }, reached);
+    const headers = { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId, "content-type": "application/json" };
+    return new Response(relayed === undefined ? text : JSON.stringify(relayed), { status: 200, headers });
+  }
+
+  private relayStream(ctx: GatewayContext, upstream: { response: Response; provider: Provider }, reached: number): Response {
+    const format = upstream.provider.format;
+    const relay = format.createStreamRelay(ctx);
+    const body = upstream.response.body;
+    if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
+    const frames = readSseFrames(body, ctx.signal);
+    let finished = false;
+    let streamError: { message: string; status?: number } | undefined;
+    const finish = async (outcome: Outcome) => {
+      if (finished) return;
+      finished = true;
+      try {
+        await this.complete(ctx, outcome, reached);
+      } finally {
+        this.active--;
+      }
+    };
+    const stream = new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        try {
+          const next = await frames.next();
+          if (next.done) {
+            const outcome: Outcome = streamError
+              ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
+              : ctx.signal.aborted
+                ? { status: "cancelled" }
+                : { status: "success" };
+            await finish(outcome);
+            controller.close();
+            return;
+          }
+          ctx.firstTokenMono ??= performance.now();
+          const relayed = relay.onFrame(next.value);
+          for (const event of relayed.events) {
+            if (event.type === "usage") ctx.usage = event.usage;
+            else if (event.type === "message_start" && event.id) ctx.responseId = event.id;
+            else if (event.type === "error") streamError = event;
+            for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
+          }
+          if (relayed.out !== null) controller.enqueue(encoder.encode(relayed.out));
+        } catch (thrown) {
+          const error = ctx.signal.aborted && !(thrown instanceof GatewayError)
+            ? new UpstreamError("upstream stream aborted (timeout or client disconnect)")
+            : asGatewayError(thrown);
+          try {
+            controller.enqueue(encoder.encode(format.streamErrorFrame(error)));
+          } catch {}
+          await finish(ctx.signal.aborted ? { status: "cancelled" } : failure(error));
+          try {
+            controller.close();
+          } catch {}
+        }
+      },
+      cancel: async () => {
+        // The client went away: stop the upstream, bill what was generated.
+        await frames.return(undefined).catch(() => {});
+        await body.cancel().catch(() => {});
+        await finish({ status: "cancelled" });
+      },
+    });
+    const headers = {
+      ...ctx.responseHeaders,
+      [REQUEST_ID_HEADER]: ctx.requestId,
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    };
+    return new Response(stream, { status: 200, headers });
+  }
+
+  /** onComplete for every plugin whose onRequest stage was reached (reverse order), then the access log. */
+  private async complete(ctx: GatewayContext, outcome: Outcome, reached: number): Promise<void> {
+    for (let index = reached - 1; index >= 0; index--) {
+      const stage = this.requestStages[index]!;
+      if (!stage.instance.onComplete) continue;
+      try {
+        await stage.instance.onComplete(ctx, outcome);
+      } catch (error) {
+        this.log.error("onComplete failed", { plugin: stage.name, request_id: ctx.requestId, error: String(error) });
+      }
+    }
+    this.log.request({
+      request_id: ctx.requestId,
+      model: ctx.request.model || null,
+      ingress: ctx.ingress.name,
+      stream: ctx.request.stream,
+      status: outcome.status === "failed" ? outcome.error.status : outcome.status === "cancelled" ? 499 : 200,
+      outcome: outcome.status,
+      latency_ms: Math.round(performance.now() - ctx.startedMono),
+      cost_usd: ctx.cost === undefined ? null : nanoToUsd(ctx.cost),
+      ...ctx.log,
+    });
+  }
+}
+
+function failure(error: GatewayError): Outcome {
+  return { status: "failed", error: { status: error.status, code: error.code, message: error.message } };
+}
+
+/** Maps an upstream's non-2xx answer to what the client should see. */
+async function upstreamFailure(response: Response, provider: Provider, name: string): Promise<GatewayError> {
+  const text = await response.text().catch(() => "");
+  const info = provider.format.readUpstreamError(response.status, text);
+  const message = `upstream ${name} answered ${response.status}: ${info.message}`;
+  if (response.status === 400 || response.status === 413 || response.status === 422) {
+    return new UpstreamHttpError(response.status === 422 ? 400 : response.status, message, "invalid_request_error", info.code ?? "upstream_invalid_request");
+  }
+  if (response.status === 429) {
+    const error = new UpstreamHttpError(429, message, "rate_limit_error", "upstream_rate_limited");
+    const retryAfter = response.headers.get("retry-after");
+    if (retryAfter) error.headers = { "retry-after": retryAfter };
+    return error;
+  }
+  // 401/403 upstream mean the gateway's own provider key is wrong: never a client-key problem.
+  return new UpstreamHttpError(502, message, "upstream_error", "upstream_error");
+}
+
+/** Reads the client's JSON body; 413 past the limit, 400 when it is not a JSON object. */
+async function readJsonBody(request: Request, maxBytes: number): Promise<Record<string, unknown>> {
+  const declared = Number(request.headers.get("content-length") ?? "0");
+  if (declared > maxBytes) throw new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${maxBytes} bytes`);
+  const text = await request.text();
+  if (text.length > maxBytes / 4 && Buffer.byteLength(text) > maxBytes) {
+    throw new PayloadTooLargeError(`request body exceeds the limit of ${maxBytes} bytes`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (error) {
+    throw new InvalidRequestError(`request body is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new InvalidRequestError("request body must be a JSON object");
+  return body as Record<string, unknown>;
+}
+
+/** A request id: "gen-" and 32 hex characters. */
+export function newRequestId(): string {
+  return "gen-" + crypto.randomUUID().replaceAll("-", "");
+}
+
+export const REQUEST_ID_PATTERN = /^gen-[0-9a-f]{32}$/;

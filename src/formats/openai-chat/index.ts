@@ -1,0 +1,30 @@
+import type { WireFormat } from "../../core/format.ts";
+import { errorBody, errorResponse, type GatewayError } from "../../core/errors.ts";
+import { decodeChatRequest } from "./request.ts";
+import { createChatStreamRelay, readChatUsage, relayChatRequestBody, relayChatResponse } from "./relay.ts";
+import { ZERO_USAGE } from "../canonical.ts";
+
+/** OpenAI Chat Completions, as a client speaks it and as an upstream speaks it. */
+export const openaiChat: WireFormat = {
+  name: "openai-chat",
+  decodeRequest: decodeChatRequest,
+  errorResponse: (error: GatewayError, headers?: Record<string, string>) => errorResponse(error, headers),
+  relayRequestBody: relayChatRequestBody,
+  readResponse(body) {
+    return {
+      usage: readChatUsage(body.usage as never) ?? { ...ZERO_USAGE },
+      id: typeof body.id === "string" ? body.id : undefined,
+    };
+  },
+  relayResponse: relayChatResponse,
+  createStreamRelay: createChatStreamRelay,
+  readUpstreamError(status, text) {
+    try {
+      const parsed = JSON.parse(text);
+      const error = parsed?.error;
+      if (error && typeof error.message === "string") return { message: error.message, type: error.type, code: error.code ?? undefined };
+    } catch {}
+    return { message: text.slice(0, 500) || `HTTP ${status}` };
+  },
+  streamErrorFrame: (error: GatewayError) => `data: ${JSON.stringify(errorBody(error))}\n\n`,
+};

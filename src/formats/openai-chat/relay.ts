@@ -1,0 +1,113 @@
+import type { GatewayContext } from "../../core/context.ts";
+import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
+import type { SseFrame } from "../../core/sse.ts";
+import type { FinishReason, StreamEvent, Usage } from "../canonical.ts";
+
+interface ChatUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number } | null;
+  /** DeepSeek's names for cache hits. */
+  prompt_cache_hit_tokens?: number;
+}
+
+/** Chat usage -> canonical usage: prompt_tokens already includes cached tokens (wire reference E.8). */
+export function readChatUsage(usage: ChatUsage | null | undefined): Usage | undefined {
+  if (!usage || typeof usage !== "object") return undefined;
+  const details = usage.prompt_tokens_details ?? undefined;
+  return {
+    inputTokens: usage.prompt_tokens ?? 0,
+    cacheReadTokens: details?.cached_tokens ?? usage.prompt_cache_hit_tokens ?? 0,
+    cacheWriteTokens: details?.cache_write_tokens ?? 0,
+    outputTokens: usage.completion_tokens ?? 0,
+    reasoningTokens: usage.completion_tokens_details?.reasoning_tokens ?? 0,
+  };
+}
+
+/** The upstream body for a chat client on a chat upstream: model renamed, usage always requested on streams. */
+export function relayChatRequestBody(ctx: GatewayContext, upstreamModel: string): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...ctx.body, model: upstreamModel };
+  if (ctx.request.stream) {
+    const options = ctx.body.stream_options;
+    body.stream_options = { ...(typeof options === "object" && options !== null ? options : {}), include_usage: true };
+  }
+  return body;
+}
+
+/** The client's body: the model the client asked for; undefined when the upstream text can go as is. */
+export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayContext): unknown {
+  if (body.model === ctx.request.model) return undefined;
+  body.model = ctx.request.model;
+  return body;
+}
+
+const DONE: RelayedFrame = { out: "data: [DONE]\n\n", events: [] };
+
+const FINISH: Record<string, FinishReason> = {
+  stop: "stop",
+  length: "length",
+  tool_calls: "tool_calls",
+  function_call: "tool_calls",
+  content_filter: "content_filter",
+};
+
+/** Relays chat chunks as they came; reads usage, deltas and finish; drops the usage chunk the client did not ask for. */
+export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
+  const clientModel = ctx.request.model;
+  const keepUsage = ctx.request.clientWantsStreamUsage;
+  let started = false;
+  return {
+    onFrame(frame: SseFrame): RelayedFrame {
+      if (frame.data === "[DONE]") return DONE;
+      let chunk: Record<string, any>;
+      try {
+        chunk = JSON.parse(frame.data);
+      } catch {
+        return { out: `data: ${frame.data}\n\n`, events: [] };
+      }
+      const events: StreamEvent[] = [];
+      if (chunk.error) {
+        events.push({ type: "error", message: String(chunk.error.message ?? "upstream stream error") });
+        return { out: `data: ${frame.data}\n\n`, events };
+      }
+      if (!started) {
+        started = true;
+        events.push({ type: "message_start", id: typeof chunk.id === "string" ? chunk.id : undefined });
+      }
+      const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
+      if (choice) readDelta(choice, events);
+      const usage = readChatUsage(chunk.usage);
+      let rewrite = chunk.model !== undefined && chunk.model !== clientModel;
+      if (usage) {
+        events.push({ type: "usage", usage });
+        if (!keepUsage) {
+          if (!choice) return { out: null, events };
+          delete chunk.usage;
+          rewrite = true;
+        }
+      }
+      if (rewrite) {
+        if (chunk.model !== undefined) chunk.model = clientModel;
+        return { out: `data: ${JSON.stringify(chunk)}\n\n`, events };
+      }
+      return { out: `data: ${frame.data}\n\n`, events };
+    },
+  };
+}
+
+function readDelta(choice: Record<string, any>, events: StreamEvent[]): void {
+  const delta = choice.delta;
+  if (delta) {
+    if (typeof delta.content === "string" && delta.content !== "") events.push({ type: "text_delta", text: delta.content });
+    if (typeof delta.reasoning_content === "string" && delta.reasoning_content !== "") {
+      events.push({ type: "reasoning_delta", text: delta.reasoning_content });
+    }
+    if (Array.isArray(delta.tool_calls)) {
+      for (const call of delta.tool_calls) {
+        events.push({ type: "tool_call_delta", index: call.index ?? 0, id: call.id, name: call.function?.name, arguments: call.function?.arguments });
+      }
+    }
+  }
+  if (choice.finish_reason) events.push({ type: "message_end", finishReason: FINISH[choice.finish_reason] ?? "stop" });
+}

@@ -1,0 +1,70 @@
+import { Type, type Static } from "@sinclair/typebox";
+import { TypeCompiler } from "@sinclair/typebox/compiler";
+import { InvalidRequestError } from "../../core/errors.ts";
+import type { CanonicalRequest } from "../canonical.ts";
+
+const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }) }, { additionalProperties: true });
+
+const Message = Type.Object(
+  {
+    role: Type.Union([
+      Type.Literal("system"),
+      Type.Literal("developer"),
+      Type.Literal("user"),
+      Type.Literal("assistant"),
+      Type.Literal("tool"),
+      Type.Literal("function"),
+    ]),
+    content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
+  },
+  { additionalProperties: true },
+);
+
+const FunctionTool = Type.Object(
+  {
+    type: Type.String({ minLength: 1 }),
+    function: Type.Optional(
+      Type.Object({ name: Type.String({ minLength: 1 }), parameters: Type.Optional(Type.Object({}, { additionalProperties: true })) }, { additionalProperties: true }),
+    ),
+  },
+  { additionalProperties: true },
+);
+
+/** The chat-completions request fields the gateway checks; every other field passes through. */
+export const ChatCompletionRequest = Type.Object(
+  {
+    model: Type.String({ minLength: 1 }),
+    messages: Type.Array(Message, { minItems: 1 }),
+    stream: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    stream_options: Type.Optional(Type.Union([Type.Object({ include_usage: Type.Optional(Type.Boolean()) }, { additionalProperties: true }), Type.Null()])),
+    max_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    max_completion_tokens: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+    tools: Type.Optional(Type.Array(FunctionTool)),
+    response_format: Type.Optional(Type.Object({ type: Type.String({ minLength: 1 }) }, { additionalProperties: true })),
+    n: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 1 }), Type.Null()])),
+  },
+  { additionalProperties: true },
+);
+export type ChatCompletionRequest = Static<typeof ChatCompletionRequest>;
+
+const check = TypeCompiler.Compile(ChatCompletionRequest);
+
+/** Validates a chat-completions body and summarizes it for plugins. */
+export function decodeChatRequest(body: unknown): CanonicalRequest {
+  if (!check.Check(body)) throw invalid(body);
+  const request = body as ChatCompletionRequest;
+  return {
+    model: request.model,
+    stream: request.stream === true,
+    maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? undefined,
+    clientWantsStreamUsage: request.stream_options?.include_usage === true,
+  };
+}
+
+function invalid(body: unknown): InvalidRequestError {
+  const first = check.Errors(body).First()!;
+  const param = first.path.replace(/^\//, "").replaceAll("/", ".");
+  const value = first.value === undefined ? "missing" : JSON.stringify(first.value)?.slice(0, 60);
+  const hint = param === "n" ? "only n=1 is supported" : first.message;
+  return new InvalidRequestError(`invalid request: '${param || "body"}' ${hint} (got ${value})`, { param: param || undefined });
+}

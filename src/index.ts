@@ -1,0 +1,23 @@
+import { startGateway } from "./core/lifecycle.ts";
+import { ConfigError } from "./core/config.ts";
+import { createLogger } from "./core/log.ts";
+
+const log = createLogger("core");
+try {
+  const gateway = await startGateway({ log });
+  log.info("gateway listening", { url: gateway.url, config: gateway.config.file, plugins: gateway.config.plugins.map((p) => p.definition.name) });
+  const shutdown = async (signal: string) => {
+    log.info("stopping", { signal });
+    await gateway.stop();
+    log.info("stopped");
+    process.exit(0);
+  };
+  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  process.once("SIGINT", () => void shutdown("SIGINT"));
+} catch (error) {
+  if (error instanceof ConfigError) {
+    console.error(`config error: ${error.message}`);
+    process.exit(78);
+  }
+  throw error;
+}

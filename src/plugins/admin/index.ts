@@ -1,0 +1,197 @@
+import { Type } from "@sinclair/typebox";
+import { definePlugin } from "../../core/plugin.ts";
+import { AuthenticationError, InvalidRequestError, NotFoundError } from "../../core/errors.ts";
+import { nanoToUsd, usdToNano } from "../../core/money.ts";
+import type { ApiKey, Generation } from "../storage/repository.ts";
+import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
+import { CreateAccountBody, CreateKeyBody, CreditBody, RequestsQuery } from "./schema.ts";
+import { adminTokenHash, adminTokenMatches } from "./token.ts";
+
+/** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
+const MINIMUM_TOP_UP_USD: Partial<Record<string, number>> = { card: 5, usdt: 12 };
+
+/** Operator API under /admin/v1: accounts, credits, keys, request logs. Bearer $GATEWAY_ADMIN_TOKEN. */
+export default definePlugin({
+  name: "admin",
+  requires: ["storage", "auth"],
+  configSchema: Type.Object({
+    /** Empty: a token is generated on the first start and only its hash kept. */
+    admin_token: Type.String({ default: "" }),
+  }),
+  async setup(config, host) {
+    const store = host.service("storage");
+    const auth = host.service("auth");
+    const catalog = host.has("catalog") ? host.service("catalog") : undefined;
+    const tokenHash = await adminTokenHash(config.admin_token, store, host.log);
+
+    function requireAdmin(request: Request) {
+      if (!adminTokenMatches(request.headers.get("authorization"), tokenHash)) {
+        throw new AuthenticationError("admin endpoints need `Authorization: Bearer <GATEWAY_ADMIN_TOKEN>`");
+      }
+    }
+
+    async function existingAccount(id: string) {
+      const account = await store.getAccount(id);
+      if (!account) throw new NotFoundError(`no account "${id}"`);
+      return account;
+    }
+
+    return {
+      routes(app) {
+        const detail = (summary: string) => ({ detail: { summary, tags: ["admin"] } });
+        app
+          .post(
+            "/admin/v1/accounts",
+            async ({ request, body, set }) => {
+              requireAdmin(request);
+              const account = await store.createAccount(body.name);
+              set.status = 201;
+              return { data: { id: account.id, name: account.name, created_at: iso(account.createdAt) } };
+            },
+            { body: CreateAccountBody, ...detail("Create an account") },
+          )
+          .get(
+            "/admin/v1/accounts/:id",
+            async ({ request, params }) => {
+              requireAdmin(request);
+              const account = await existingAccount(params.id);
+              const totals = await store.accountTotals(account.id);
+              return {
+                data: {
+                  id: account.id,
+                  name: account.name,
+                  created_at: iso(account.createdAt),
+                  total_credits: nanoToUsd(totals.credits),
+                  total_usage: nanoToUsd(totals.debits),
+                  balance: nanoToUsd(totals.balance),
+                  currency: "USD",
+                },
+              };
+            },
+            detail("An account and its balance"),
+          )
+          .post(
+            "/admin/v1/accounts/:id/credits",
+            async ({ request, params, body, set }) => {
+              requireAdmin(request);
+              await existingAccount(params.id);
+              const amount = parseAmount(body.amount);
+              const minimum = MINIMUM_TOP_UP_USD[body.kind];
+              if (minimum !== undefined && amount < usdToNano(minimum)) {
+                throw new InvalidRequestError(`the minimum ${body.kind} top-up is ${minimum} USD`, { param: "amount" });
+              }
+              const result = await store.addCredit({ accountId: params.id, amount, kind: body.kind, reference: body.reference });
+              set.status = 201;
+              return { data: { entry_id: result.entryId, balance: nanoToUsd(result.balance), duplicate: result.duplicate } };
+            },
+            { body: CreditBody, ...detail("Credit an account (idempotent on reference)") },
+          )
+          .post(
+            "/admin/v1/accounts/:id/keys",
+            async ({ request, params, body, set }) => {
+              requireAdmin(request);
+              await existingAccount(params.id);
+              const models = body.models ?? null;
+              const unknown = catalog && models ? models.filter((id) => !catalog.get(id)) : [];
+              if (unknown.length > 0) throw new InvalidRequestError(`unknown model ids in models: ${unknown.join(", ")}`, { param: "models" });
+              const expiresAt = body.expires_at ? Date.parse(body.expires_at) : null;
+              if (expiresAt !== null && expiresAt <= Date.now()) throw new InvalidRequestError("expires_at is in the past", { param: "expires_at" });
+              const secret = generateApiKey();
+              const key = await store.createKey({
+                id: "key_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
+                accountId: params.id,
+                name: body.name,
+                keyHash: hashApiKey(secret),
+                label: maskApiKey(secret),
+                limit: body.limit == null ? null : parseAmount(body.limit),
+                models,
+                requestsPerMinute: body.rate_limit?.requests_per_minute ?? null,
+                tokensPerMinute: body.rate_limit?.tokens_per_minute ?? null,
+                expiresAt,
+              });
+              set.status = 201;
+              return { data: { ...keyView(key), key: secret } };
+            },
+            { body: CreateKeyBody, ...detail("Create an API key (the full key is shown only in this answer)") },
+          )
+          .delete(
+            "/admin/v1/keys/:id",
+            async ({ request, params }) => {
+              requireAdmin(request);
+              const key = await store.deleteKey(params.id);
+              if (!key) throw new NotFoundError(`no active key "${params.id}"`);
+              auth.forget(key.keyHash);
+              return { data: { id: key.id, deleted: true } };
+            },
+            detail("Delete (revoke) an API key at once"),
+          )
+          .get(
+            "/admin/v1/accounts/:id/requests",
+            async ({ request, params, query }) => {
+              requireAdmin(request);
+              await existingAccount(params.id);
+              const limit = query.limit ?? 50;
+              const before = parseCursor(query.before);
+              const rows = await store.listGenerations(params.id, { limit, before });
+              const last = rows[rows.length - 1];
+              return { data: rows.map(requestRow), next_before: rows.length === limit && last ? String(last.createdAt) : null };
+            },
+            { query: RequestsQuery, ...detail("Per-request log, newest first") },
+          );
+      },
+    };
+  },
+});
+
+function parseAmount(amount: number | string) {
+  try {
+    const nano = usdToNano(amount);
+    if (nano <= 0) throw new RangeError("amount must be positive");
+    return nano;
+  } catch (error) {
+    throw new InvalidRequestError(`invalid amount: ${(error as Error).message}`, { param: "amount" });
+  }
+}
+
+function parseCursor(before: string | undefined): number | undefined {
+  if (before === undefined || before === "") return undefined;
+  const value = /^\d+$/.test(before) ? Number(before) : Date.parse(before);
+  if (!Number.isFinite(value)) throw new InvalidRequestError("before must be an epoch-ms number or an ISO 8601 time", { param: "before" });
+  return value;
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+function keyView(key: ApiKey) {
+  return {
+    id: key.id,
+    account_id: key.accountId,
+    name: key.name,
+    label: key.label,
+    limit: key.limit === null ? null : nanoToUsd(key.limit),
+    models: key.models,
+    rate_limit: { requests_per_minute: key.requestsPerMinute, tokens_per_minute: key.tokensPerMinute },
+    expires_at: iso(key.expiresAt),
+    created_at: iso(key.createdAt),
+  };
+}
+
+function requestRow(row: Generation) {
+  return {
+    id: row.id,
+    created_at: iso(row.createdAt),
+    key_id: row.keyId,
+    model: row.model,
+    status: row.status,
+    error_code: row.errorCode,
+    prompt_tokens: row.promptTokens,
+    completion_tokens: row.completionTokens,
+    cached_tokens: row.cachedTokens,
+    cache_write_tokens: row.cacheWriteTokens,
+    reasoning_tokens: row.reasoningTokens,
+    cost: nanoToUsd(row.totalCost),
+    latency_ms: row.latencyMs,
+  };
+}

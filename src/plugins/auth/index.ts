@@ -1,0 +1,68 @@
+import { Type } from "@sinclair/typebox";
+import { definePlugin } from "../../core/plugin.ts";
+import { AuthenticationError, PermissionError } from "../../core/errors.ts";
+import type { ApiKey } from "../storage/repository.ts";
+import type { AuthService, Principal } from "./principal.ts";
+import { hashApiKey } from "./keys.ts";
+
+/** Verifies the caller's key (Bearer or x-api-key) against hashed keys, with a cache. */
+export default definePlugin({
+  name: "auth",
+  requires: ["storage"],
+  configSchema: Type.Object({
+    /** How long a key stays cached; other instances see a revocation within this time. */
+    cache_ttl_ms: Type.Integer({ minimum: 0, default: 60_000 }),
+  }),
+  setup(config, host) {
+    const store = host.service("storage");
+    const cache = new Map<string, { key: ApiKey; until: number }>();
+
+    async function lookup(hash: string): Promise<ApiKey | null> {
+      const now = Date.now();
+      const cached = cache.get(hash);
+      if (cached && cached.until > now) return cached.key;
+      const key = await store.findKeyByHash(hash);
+      if (key && key.deletedAt === null) cache.set(hash, { key, until: now + config.cache_ttl_ms });
+      else cache.delete(hash);
+      return key;
+    }
+
+    const auth: AuthService = {
+      async authenticate(headers: Headers): Promise<Principal> {
+        const presented = presentedKey(headers);
+        if (!presented) {
+          throw new AuthenticationError("missing API key: send `Authorization: Bearer <API_KEY>` or `x-api-key: <API_KEY>`");
+        }
+        const key = await lookup(hashApiKey(presented));
+        if (!key) throw new AuthenticationError("invalid API key");
+        if (key.deletedAt !== null) throw new AuthenticationError("this API key was deleted");
+        if (key.expiresAt !== null && key.expiresAt <= Date.now()) throw new AuthenticationError("this API key has expired");
+        if (key.blocked) throw new PermissionError("this API key is blocked");
+        return { accountId: key.accountId, key };
+      },
+      forget(keyHash: string) {
+        cache.delete(keyHash);
+      },
+    };
+
+    return {
+      provides: auth,
+      async onRequest(ctx) {
+        ctx.principal = await auth.authenticate(ctx.headers);
+        ctx.log.key_id = ctx.principal.key.id;
+        ctx.log.account_id = ctx.principal.accountId;
+      },
+    };
+  },
+});
+
+/** The key from `Authorization: Bearer` or `x-api-key`. */
+function presentedKey(headers: Headers): string | null {
+  const authorization = headers.get("authorization");
+  if (authorization) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (match) return match[1]!;
+  }
+  const apiKey = headers.get("x-api-key");
+  return apiKey ? apiKey.trim() || null : null;
+}

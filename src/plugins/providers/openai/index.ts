@@ -1,0 +1,18 @@
+import { definePlugin } from "../../../core/plugin.ts";
+import { OpenAIUpstreamSchema } from "./schema.ts";
+import { createOpenAIWireProvider } from "./provider.ts";
+
+/** The OpenAI upstream (chat completions; same-format requests are relayed frame by frame). */
+export default definePlugin({
+  name: "openai",
+  configSchema: OpenAIUpstreamSchema,
+  setup(config, host) {
+    const provider = createOpenAIWireProvider({
+      name: "openai",
+      baseUrl: config.base_url,
+      apiKeyEnv: config.api_key_env,
+      apiKey: host.env[config.api_key_env] || undefined,
+    });
+    return { providers: { openai: provider } };
+  },
+});

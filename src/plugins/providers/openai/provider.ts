@@ -1,0 +1,33 @@
+import type { GatewayContext } from "../../../core/context.ts";
+import type { Provider } from "../../../core/plugin.ts";
+import { ProviderUnavailableError } from "../../../core/errors.ts";
+import { upstreamFetch } from "../../../core/http.ts";
+import { openaiChat } from "../../../formats/openai-chat/index.ts";
+
+export interface OpenAIWireUpstream {
+  /** Provider name, as the catalog's `provider` field names it. */
+  name: string;
+  /** Base URL ending before `/chat/completions`, e.g. https://api.openai.com/v1. */
+  baseUrl: string;
+  /** Name of the environment variable that holds the key (for the 503 message). */
+  apiKeyEnv: string;
+  apiKey: string | undefined;
+}
+
+/** A provider for any upstream that speaks OpenAI chat completions. */
+export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider {
+  const url = upstream.baseUrl.replace(/\/+$/, "") + "/chat/completions";
+  const headers = upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : undefined;
+  return {
+    format: openaiChat,
+    buildBody: (ctx: GatewayContext) => openaiChat.relayRequestBody(ctx, ctx.target!.upstreamModel),
+    async send(ctx, body) {
+      if (!headers) {
+        throw new ProviderUnavailableError(
+          `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
+        );
+      }
+      return upstreamFetch({ url, headers, body, signal: ctx.signal });
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import { Type } from "@sinclair/typebox";
+import { definePlugin, type Provider } from "../../core/plugin.ts";
+import { openaiChat } from "../../formats/openai-chat/index.ts";
+import { sandboxCompletion, sandboxReply, sandboxStreamFrames } from "./reply.ts";
+
+/** A built-in simulated upstream that serves every catalog model, for trying the gateway offline. */
+export default definePlugin({
+  name: "sandbox",
+  requires: ["catalog"],
+  configSchema: Type.Object({}),
+  setup() {
+    const provider: Provider = {
+      format: openaiChat,
+      buildBody: (ctx) => openaiChat.relayRequestBody(ctx, ctx.target!.upstreamModel),
+      async send(ctx, body) {
+        const reply = sandboxReply(body as never, "chatcmpl-sandbox-" + ctx.requestId.slice(4, 28));
+        if (!body.stream) return Response.json(sandboxCompletion(reply));
+        const frames = sandboxStreamFrames(reply, (body.stream_options as { include_usage?: boolean })?.include_usage === true);
+        return new Response(frames.join(""), { headers: { "content-type": "text/event-stream" } });
+      },
+    };
+    return {
+      providers: { sandbox: provider },
+      onRequest(ctx) {
+        if (ctx.target) ctx.target = { provider: "sandbox", upstreamModel: ctx.target.upstreamModel };
+      },
+    };
+  },
+});

@@ -1,0 +1,20 @@
+import { Type, type Static } from "@sinclair/typebox";
+
+export const DEFAULT_DATABASE_URL = "sqlite:./data/gateway.db";
+export const DEFAULT_FLUSH_INTERVAL_MS = 5;
+export const DEFAULT_MAX_BATCH = 512;
+
+/** The `storage` block of plugins-config.yaml. */
+export const storageConfigSchema = Type.Object(
+  {
+    /** `sqlite:PATH` or a bare path (relative to the working directory); `postgres://…` later. */
+    database_url: Type.Optional(Type.String({ minLength: 1, default: DEFAULT_DATABASE_URL })),
+    /** Group-commit period of metered generations. */
+    flush_interval_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 60_000, default: DEFAULT_FLUSH_INTERVAL_MS })),
+    /** A queue this long is flushed at once, without waiting for the period. */
+    max_batch: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: DEFAULT_MAX_BATCH })),
+  },
+  { additionalProperties: false },
+);
+
+export type StorageConfig = Static<typeof storageConfigSchema>;

@@ -1,0 +1,150 @@
+import { eq, sql } from "drizzle-orm";
+import type { Generation, UsageCounters } from "../repository.ts";
+import { newId } from "./ids.ts";
+import { addToCounters, emptyCounters, utcDay } from "./pending.ts";
+import { accounts, apiKeys, generations, ledgerEntries, usageDaily } from "./schema.ts";
+import type { SqliteDb } from "./open.ts";
+
+const p = sql.placeholder;
+
+interface UsageBucket extends UsageCounters {
+  accountId: string;
+  keyId: string;
+  day: string;
+  model: string;
+}
+
+/**
+ * Writes a batch of generations in ONE transaction: per generation its row and its ledger debit;
+ * per account, key and (account, key, day, model) one aggregated update of the maintained totals and
+ * the daily roll-up. A generation id already stored is skipped whole: a request is never debited twice.
+ */
+export function createMeteringWriter(db: SqliteDb) {
+  const insertGeneration = db
+    .insert(generations)
+    .values({
+      id: p("id"),
+      responseId: p("responseId"),
+      accountId: p("accountId"),
+      keyId: p("keyId"),
+      model: p("model"),
+      provider: p("provider"),
+      ingress: p("ingress"),
+      stream: p("streamInt"),
+      status: p("status"),
+      errorCode: p("errorCode"),
+      createdAt: p("createdAt"),
+      latencyMs: p("latencyMs"),
+      timeToFirstTokenMs: p("timeToFirstTokenMs"),
+      promptTokens: p("promptTokens"),
+      completionTokens: p("completionTokens"),
+      cachedTokens: p("cachedTokens"),
+      cacheWriteTokens: p("cacheWriteTokens"),
+      reasoningTokens: p("reasoningTokens"),
+      inputCost: p("inputCost"),
+      cacheReadCost: p("cacheReadCost"),
+      cacheWriteCost: p("cacheWriteCost"),
+      outputCost: p("outputCost"),
+      totalCost: p("totalCost"),
+    })
+    .onConflictDoNothing({ target: generations.id })
+    .returning({ id: generations.id })
+    .prepare();
+
+  const insertDebit = db
+    .insert(ledgerEntries)
+    .values({
+      id: p("entryId"),
+      accountId: p("accountId"),
+      kind: "usage",
+      amountNano: p("amount"),
+      reference: p("generationId"),
+      generationId: p("generationId"),
+      createdAt: p("createdAt"),
+    })
+    .prepare();
+
+  const addAccountDebits = db
+    .update(accounts)
+    .set({ totalDebitsNano: sql`${accounts.totalDebitsNano} + ${p("amount")}` })
+    .where(eq(accounts.id, p("accountId")))
+    .prepare();
+
+  const addKeyUsage = db
+    .update(apiKeys)
+    .set({ usageNano: sql`${apiKeys.usageNano} + ${p("amount")}` })
+    .where(eq(apiKeys.id, p("keyId")))
+    .prepare();
+
+  const excludedPlus = (column: (typeof usageDaily)["costNano"], name: string) =>
+    sql`${column} + ${sql.raw(`excluded.${name}`)}`;
+  const upsertUsage = db
+    .insert(usageDaily)
+    .values({
+      accountId: p("accountId"),
+      keyId: p("keyId"),
+      day: p("day"),
+      model: p("model"),
+      costNano: p("cost"),
+      requests: p("requests"),
+      successfulRequests: p("successfulRequests"),
+      failedRequests: p("failedRequests"),
+      promptTokens: p("promptTokens"),
+      completionTokens: p("completionTokens"),
+      cachedTokens: p("cachedTokens"),
+      cacheWriteTokens: p("cacheWriteTokens"),
+    })
+    .onConflictDoUpdate({
+      target: [usageDaily.accountId, usageDaily.keyId, usageDaily.day, usageDaily.model],
+      set: {
+        costNano: excludedPlus(usageDaily.costNano, "cost_nano"),
+        requests: excludedPlus(usageDaily.requests, "requests"),
+        successfulRequests: excludedPlus(usageDaily.successfulRequests, "successful_requests"),
+        failedRequests: excludedPlus(usageDaily.failedRequests, "failed_requests"),
+        promptTokens: excludedPlus(usageDaily.promptTokens, "prompt_tokens"),
+        completionTokens: excludedPlus(usageDaily.completionTokens, "completion_tokens"),
+        cachedTokens: excludedPlus(usageDaily.cachedTokens, "cached_tokens"),
+        cacheWriteTokens: excludedPlus(usageDaily.cacheWriteTokens, "cache_write_tokens"),
+      },
+    })
+    .prepare();
+
+  function applyBatch(batch: readonly Generation[]): void {
+    const accountDebits = new Map<string, number>();
+    const keyUsage = new Map<string, number>();
+    const usage = new Map<string, UsageBucket>();
+    for (const g of batch) {
+      const inserted = insertGeneration.get({ ...g, streamInt: g.stream ? 1 : 0 });
+      if (inserted === undefined) continue; // already stored: metered once
+      if (g.totalCost > 0) {
+        insertDebit.run({
+          entryId: newId("le"),
+          accountId: g.accountId,
+          amount: -g.totalCost,
+          generationId: g.id,
+          createdAt: g.createdAt,
+        });
+        accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);
+        keyUsage.set(g.keyId, (keyUsage.get(g.keyId) ?? 0) + g.totalCost);
+      }
+      const day = utcDay(g.createdAt);
+      const bucketKey = g.accountId + "\u0000" + g.keyId + "\u0000" + day + "\u0000" + g.model;
+      let bucket = usage.get(bucketKey);
+      if (bucket === undefined) {
+        bucket = { accountId: g.accountId, keyId: g.keyId, day, model: g.model, ...emptyCounters() };
+        usage.set(bucketKey, bucket);
+      }
+      addToCounters(bucket, g);
+    }
+    for (const [accountId, amount] of accountDebits) addAccountDebits.run({ accountId, amount });
+    for (const [keyId, amount] of keyUsage) addKeyUsage.run({ keyId, amount });
+    for (const bucket of usage.values()) upsertUsage.run({ ...bucket });
+  }
+
+  return {
+    /** Commits the batch atomically; throws (and writes nothing) on any failure. */
+    write(batch: readonly Generation[]): void {
+      db.transaction(() => applyBatch(batch), { behavior: "immediate" });
+    },
+  };
+}

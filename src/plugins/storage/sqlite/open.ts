@@ -1,0 +1,39 @@
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
+import { migrate } from "drizzle-orm/bun-sqlite/migrator";
+import { sqliteSchema } from "./schema.ts";
+
+export type SqliteDb = BunSQLiteDatabase<typeof sqliteSchema>;
+
+export interface OpenSqliteOptions {
+  /** How long a write waits for another process's lock before failing (the flush retries). */
+  busyTimeoutMs?: number;
+  /** Generated migrations; defaults to the repository's `drizzle/sqlite`. */
+  migrationsFolder?: string;
+}
+
+export const DEFAULT_MIGRATIONS_FOLDER = fileURLToPath(new URL("../../../../drizzle/sqlite", import.meta.url));
+
+/** Opens (creating file and parent directory if missing) a WAL-mode database and applies migrations. */
+export function openSqlite(path: string, options: OpenSqliteOptions = {}): { client: Database; db: SqliteDb } {
+  const inMemory = path === ":memory:" || path.startsWith("file::memory:");
+  if (!inMemory) mkdirSync(dirname(resolve(path)), { recursive: true });
+  const client = new Database(path, { create: true });
+  try {
+    // WAL: readers never block the writer. synchronous=NORMAL: a commit survives a process crash
+    // (kill -9); only an OS crash / power loss may lose the last few commits, never corrupt.
+    client.exec("PRAGMA journal_mode = WAL");
+    client.exec("PRAGMA synchronous = NORMAL");
+    client.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`);
+    client.exec("PRAGMA foreign_keys = ON");
+    const db = drizzle({ client, schema: sqliteSchema });
+    migrate(db, { migrationsFolder: options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER });
+    return { client, db };
+  } catch (error) {
+    client.close();
+    throw error;
+  }
+}

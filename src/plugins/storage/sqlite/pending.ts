@@ -1,0 +1,105 @@
+import type { Generation, UsageCounters } from "../repository.ts";
+
+const DAY_MS = 86_400_000;
+let cachedDayNumber = Number.NaN;
+let cachedDay = "";
+
+/** UTC calendar day (YYYY-MM-DD) of an epoch-ms time. */
+export function utcDay(ms: number): string {
+  const dayNumber = Math.floor(ms / DAY_MS);
+  if (dayNumber !== cachedDayNumber) {
+    cachedDay = new Date(dayNumber * DAY_MS).toISOString().slice(0, 10);
+    cachedDayNumber = dayNumber;
+  }
+  return cachedDay;
+}
+
+export function emptyCounters(): UsageCounters {
+  return {
+    cost: 0,
+    requests: 0,
+    successfulRequests: 0,
+    failedRequests: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    cachedTokens: 0,
+    cacheWriteTokens: 0,
+  };
+}
+
+/** Adds one generation to usage counters. `failed` = every request that did not succeed. */
+export function addToCounters(counters: UsageCounters, g: Generation): void {
+  counters.cost += g.totalCost;
+  counters.requests += 1;
+  if (g.status === "success") counters.successfulRequests += 1;
+  else counters.failedRequests += 1;
+  counters.promptTokens += g.promptTokens;
+  counters.completionTokens += g.completionTokens;
+  counters.cachedTokens += g.cachedTokens;
+  counters.cacheWriteTokens += g.cacheWriteTokens;
+}
+
+function addTo(map: Map<string, number>, key: string, amount: number): void {
+  const next = (map.get(key) ?? 0) + amount;
+  if (next === 0) map.delete(key);
+  else map.set(key, next);
+}
+
+function responseKey(accountId: string, responseId: string): string {
+  return accountId + "\u0000" + responseId;
+}
+
+/**
+ * Generations recorded but not yet committed, and their effect on the totals, so that reads see a
+ * request the moment it is metered. The queue is FIFO: a commit settles a prefix of it.
+ */
+export class PendingGenerations {
+  readonly queue: Generation[] = [];
+  private readonly byId = new Map<string, Generation>();
+  private readonly byResponse = new Map<string, Generation>();
+  private readonly debits = new Map<string, number>();
+  private readonly keyUsage = new Map<string, number>();
+
+  get size(): number {
+    return this.queue.length;
+  }
+
+  /** Queues a generation; false when its id is already pending (a request is metered once). */
+  add(g: Generation): boolean {
+    if (this.byId.has(g.id)) return false;
+    this.queue.push(g);
+    this.byId.set(g.id, g);
+    if (g.responseId !== null) this.byResponse.set(responseKey(g.accountId, g.responseId), g);
+    addTo(this.debits, g.accountId, g.totalCost);
+    addTo(this.keyUsage, g.keyId, g.totalCost);
+    return true;
+  }
+
+  /** Removes the first `count` queued generations (committed or dead-lettered) and their effect. */
+  settle(count: number): void {
+    const settled = this.queue.splice(0, count);
+    for (const g of settled) {
+      this.byId.delete(g.id);
+      if (g.responseId !== null) {
+        const key = responseKey(g.accountId, g.responseId);
+        if (this.byResponse.get(key) === g) this.byResponse.delete(key);
+      }
+      addTo(this.debits, g.accountId, -g.totalCost);
+      addTo(this.keyUsage, g.keyId, -g.totalCost);
+    }
+  }
+
+  find(accountId: string, id: string): Generation | undefined {
+    const byId = this.byId.get(id);
+    if (byId !== undefined && byId.accountId === accountId) return byId;
+    return this.byResponse.get(responseKey(accountId, id));
+  }
+
+  accountDebits(accountId: string): number {
+    return this.debits.get(accountId) ?? 0;
+  }
+
+  keySpend(keyId: string): number {
+    return this.keyUsage.get(keyId) ?? 0;
+  }
+}

@@ -1,0 +1,425 @@
+import { and, asc, between, desc, eq, lt, sql } from "drizzle-orm";
+import type { SQLiteError } from "bun:sqlite";
+import { ConflictError, InvalidRequestError, NotFoundError, UnavailableError } from "../../../core/errors.ts";
+import { createLogger, type Logger } from "../../../core/log.ts";
+import {
+  CREDIT_KINDS,
+  type Account,
+  type AccountTotals,
+  type ApiKey,
+  type CreditInput,
+  type CreditResult,
+  type Generation,
+  type NewApiKey,
+  type Repository,
+  type UsageRow,
+} from "../repository.ts";
+import { newId } from "./ids.ts";
+import { createMeteringWriter } from "./metering-writer.ts";
+import { openSqlite, type OpenSqliteOptions } from "./open.ts";
+import { PendingGenerations, addToCounters, emptyCounters, utcDay } from "./pending.ts";
+import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
+
+export interface SqliteRepositoryOptions extends OpenSqliteOptions {
+  /** Group-commit period (default 5 ms). */
+  flushIntervalMs?: number;
+  /** A queue this long is flushed at once (default 512); also the size of one transaction. */
+  maxBatch?: number;
+  log?: Logger;
+}
+
+const PAID_KINDS = new Set<string>(["card", "usdt"]);
+const MAX_RETRY_DELAY_MS = 1000;
+const p = sql.placeholder;
+
+/** SQLite errors that say "this row can never be written" (others are retried). */
+function isPermanent(error: unknown): boolean {
+  const code = (error as Partial<SQLiteError> | null)?.code;
+  if (typeof code !== "string") return !(error instanceof Error && /closed database/i.test(error.message));
+  return /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return (error as Partial<SQLiteError> | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
+}
+
+function checkGeneration(g: Generation): void {
+  if (!g.id || !g.accountId || !g.keyId) throw new TypeError("generation needs id, accountId and keyId");
+  if (!Number.isSafeInteger(g.totalCost) || g.totalCost < 0) {
+    throw new RangeError(`generation ${g.id}: totalCost must be a non-negative integer (nano-USD)`);
+  }
+  if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
+}
+
+type KeyRow = typeof apiKeys.$inferSelect;
+
+function toApiKey(row: KeyRow): ApiKey {
+  return {
+    id: row.id,
+    accountId: row.accountId,
+    name: row.name,
+    keyHash: row.keyHash,
+    label: row.label,
+    limit: row.limitNano,
+    models: row.models === null ? null : (JSON.parse(row.models) as string[]),
+    requestsPerMinute: row.rpm,
+    tokensPerMinute: row.tpm,
+    expiresAt: row.expiresAt,
+    createdAt: row.createdAt,
+    deletedAt: row.deletedAt,
+    blocked: row.blocked,
+  };
+}
+
+/** The embedded SQLite store: WAL, migrations at open, group-committed metering. */
+export function createSqliteRepository(path: string, options: SqliteRepositoryOptions = {}): Repository {
+  const flushIntervalMs = Math.max(1, options.flushIntervalMs ?? 5);
+  const maxBatch = Math.max(1, options.maxBatch ?? 512);
+  const log = options.log ?? createLogger("storage");
+  const { client, db } = openSqlite(path, options);
+  const writer = createMeteringWriter(db);
+  const pending = new PendingGenerations();
+
+  const selectTotals = db
+    .select({ credits: accounts.totalCreditsNano, debits: accounts.totalDebitsNano, paid: accounts.paidCreditsNano })
+    .from(accounts)
+    .where(eq(accounts.id, p("id")))
+    .prepare();
+  const selectKeyByHash = db.select().from(apiKeys).where(eq(apiKeys.keyHash, p("hash"))).prepare();
+  const selectKeyById = db.select().from(apiKeys).where(eq(apiKeys.id, p("id"))).prepare();
+  const selectKeyUsage = db.select({ usage: apiKeys.usageNano }).from(apiKeys).where(eq(apiKeys.id, p("id"))).prepare();
+  const selectGenerationById = db
+    .select()
+    .from(generations)
+    .where(and(eq(generations.id, p("id")), eq(generations.accountId, p("accountId"))))
+    .prepare();
+  const selectGenerationByResponse = db
+    .select()
+    .from(generations)
+    .where(and(eq(generations.accountId, p("accountId")), eq(generations.responseId, p("id"))))
+    .orderBy(desc(generations.createdAt))
+    .limit(1)
+    .prepare();
+
+  let closed = false;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let immediate: ReturnType<typeof setImmediate> | null = null;
+  let failures = 0;
+
+  function totalsOf(accountId: string): AccountTotals {
+    const row = selectTotals.get({ id: accountId });
+    const credits = row?.credits ?? 0;
+    const debits = (row?.debits ?? 0) + pending.accountDebits(accountId);
+    return { credits, debits, balance: credits - debits, paidCredits: row?.paid ?? 0 };
+  }
+
+  /** Drops a generation that can never be stored, after logging it whole so nothing is lost silently. */
+  function deadLetter(g: Generation, error: unknown): void {
+    log.error("generation rejected by the store; logged here instead", { generation: g, error: String(error) });
+    pending.settle(1);
+  }
+
+  /** Commits the queue in transactions of `maxBatch`; throws on a failure that may pass (queue kept). */
+  function writeQueued(): void {
+    while (pending.size > 0) {
+      const batch = pending.queue.slice(0, maxBatch);
+      try {
+        writer.write(batch);
+        pending.settle(batch.length);
+      } catch (error) {
+        if (!isPermanent(error)) throw error;
+        // A poison row: write the batch one by one so only the bad rows are set aside.
+        for (const g of batch) {
+          try {
+            writer.write([g]);
+            pending.settle(1);
+          } catch (rowError) {
+            if (!isPermanent(rowError)) throw rowError;
+            deadLetter(g, rowError);
+          }
+        }
+      }
+    }
+  }
+
+  function tick(): void {
+    timer = null;
+    immediate = null;
+    if (closed || pending.size === 0) return;
+    try {
+      writeQueued();
+      if (failures > 0) log.info("metering writes resumed", { afterFailures: failures });
+      failures = 0;
+    } catch (error) {
+      failures += 1;
+      const retryMs = Math.min(MAX_RETRY_DELAY_MS, flushIntervalMs * 2 ** failures);
+      log.error("metering flush failed; batch kept, retrying", {
+        queued: pending.size,
+        failures,
+        retryMs,
+        error: String(error),
+      });
+      schedule(retryMs);
+    }
+  }
+
+  function schedule(delayMs: number): void {
+    if (timer !== null || closed) return;
+    timer = setTimeout(tick, delayMs);
+    timer.unref?.();
+  }
+
+  function assertOpen(): void {
+    if (closed) throw new UnavailableError("storage is closed");
+  }
+
+  const repository: Repository = {
+    async createAccount(name) {
+      assertOpen();
+      const account: Account = { id: newId("acct"), name, createdAt: Date.now() };
+      db.insert(accounts).values(account).run();
+      return account;
+    },
+
+    async getAccount(id) {
+      const row = db
+        .select({ id: accounts.id, name: accounts.name, createdAt: accounts.createdAt })
+        .from(accounts)
+        .where(eq(accounts.id, id))
+        .get();
+      return row ?? null;
+    },
+
+    async addCredit(credit: CreditInput): Promise<CreditResult> {
+      assertOpen();
+      const { accountId, amount, kind, reference } = credit;
+      if (!Number.isSafeInteger(amount) || amount <= 0) {
+        throw new InvalidRequestError("credit amount must be a positive integer of nano-USD", { param: "amount" });
+      }
+      if (!(CREDIT_KINDS as readonly string[]).includes(kind)) {
+        throw new InvalidRequestError(`unknown credit kind "${kind}"`, { param: "kind" });
+      }
+      if (!reference) throw new InvalidRequestError("credit reference is required", { param: "reference" });
+      return db.transaction(
+        (tx) => {
+          const existing = tx
+            .select({ id: ledgerEntries.id, accountId: ledgerEntries.accountId, amount: ledgerEntries.amountNano })
+            .from(ledgerEntries)
+            .where(eq(ledgerEntries.reference, reference))
+            .get();
+          if (existing !== undefined) {
+            if (existing.accountId !== accountId || existing.amount !== amount) {
+              throw new ConflictError("reference already used for another credit", { param: "reference" });
+            }
+            return { entryId: existing.id, balance: totalsOf(accountId).balance, duplicate: true };
+          }
+          const paid = PAID_KINDS.has(kind) ? amount : 0;
+          const updated = tx
+            .update(accounts)
+            .set({
+              totalCreditsNano: sql`${accounts.totalCreditsNano} + ${amount}`,
+              paidCreditsNano: sql`${accounts.paidCreditsNano} + ${paid}`,
+            })
+            .where(eq(accounts.id, accountId))
+            .returning({ id: accounts.id })
+            .get();
+          if (updated === undefined) throw new NotFoundError(`account ${accountId} not found`);
+          const entryId = newId("le");
+          tx.insert(ledgerEntries)
+            .values({ id: entryId, accountId, kind, amountNano: amount, reference, createdAt: Date.now() })
+            .run();
+          return { entryId, balance: totalsOf(accountId).balance, duplicate: false };
+        },
+        { behavior: "immediate" },
+      );
+    },
+
+    async accountTotals(accountId) {
+      return totalsOf(accountId);
+    },
+
+    async createKey(key: NewApiKey) {
+      assertOpen();
+      const account = db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, key.accountId)).get();
+      if (account === undefined) throw new NotFoundError(`account ${key.accountId} not found`);
+      const row: KeyRow = {
+        id: key.id || newId("key"),
+        accountId: key.accountId,
+        name: key.name,
+        keyHash: key.keyHash,
+        label: key.label,
+        limitNano: key.limit,
+        models: key.models === null ? null : JSON.stringify(key.models),
+        rpm: key.requestsPerMinute,
+        tpm: key.tokensPerMinute,
+        expiresAt: key.expiresAt,
+        createdAt: Date.now(),
+        deletedAt: null,
+        blocked: false,
+        usageNano: 0,
+      };
+      try {
+        db.insert(apiKeys).values(row).run();
+      } catch (error) {
+        if (isUniqueViolation(error)) throw new ConflictError("a key with this id or hash already exists");
+        throw error;
+      }
+      return toApiKey(row);
+    },
+
+    async findKeyByHash(keyHash) {
+      const row = selectKeyByHash.get({ hash: keyHash });
+      return row === undefined ? null : toApiKey(row);
+    },
+
+    async getKey(id) {
+      const row = selectKeyById.get({ id });
+      return row === undefined ? null : toApiKey(row);
+    },
+
+    async deleteKey(id) {
+      assertOpen();
+      const row = db
+        .update(apiKeys)
+        .set({ deletedAt: Date.now() })
+        .where(and(eq(apiKeys.id, id), sql`${apiKeys.deletedAt} is null`))
+        .returning()
+        .get();
+      return row === undefined ? null : toApiKey(row);
+    },
+
+    async keyUsage(keyId) {
+      return (selectKeyUsage.get({ id: keyId })?.usage ?? 0) + pending.keySpend(keyId);
+    },
+
+    recordGeneration(generation) {
+      assertOpen();
+      checkGeneration(generation);
+      if (!pending.add({ ...generation })) return;
+      if (pending.size >= maxBatch) {
+        immediate ??= setImmediate(tick);
+      } else {
+        schedule(flushIntervalMs);
+      }
+    },
+
+    async findGeneration(accountId, id) {
+      const queued = pending.find(accountId, id);
+      if (queued !== undefined) return { ...queued };
+      return selectGenerationById.get({ id, accountId }) ?? selectGenerationByResponse.get({ id, accountId }) ?? null;
+    },
+
+    async listGenerations(accountId, page) {
+      const limit = Math.max(0, Math.floor(page.limit));
+      if (limit === 0) return [];
+      const before = page.before ?? Number.MAX_SAFE_INTEGER;
+      const queued = pending.queue.filter((g) => g.accountId === accountId && g.createdAt < before);
+      const stored = db
+        .select()
+        .from(generations)
+        .where(and(eq(generations.accountId, accountId), lt(generations.createdAt, before)))
+        .orderBy(desc(generations.createdAt), desc(generations.id))
+        .limit(limit)
+        .all();
+      if (queued.length === 0) return stored;
+      return [...stored, ...queued.map((g) => ({ ...g }))]
+        .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        .slice(0, limit);
+    },
+
+    async usageByDay({ accountId, keyId, startDay, endDay }) {
+      const filters = [eq(usageDaily.accountId, accountId), between(usageDaily.day, startDay, endDay)];
+      if (keyId !== undefined) filters.push(eq(usageDaily.keyId, keyId));
+      const rows: UsageRow[] = db
+        .select({
+          day: usageDaily.day,
+          model: usageDaily.model,
+          cost: sql<number>`sum(${usageDaily.costNano})`,
+          requests: sql<number>`sum(${usageDaily.requests})`,
+          successfulRequests: sql<number>`sum(${usageDaily.successfulRequests})`,
+          failedRequests: sql<number>`sum(${usageDaily.failedRequests})`,
+          promptTokens: sql<number>`sum(${usageDaily.promptTokens})`,
+          completionTokens: sql<number>`sum(${usageDaily.completionTokens})`,
+          cachedTokens: sql<number>`sum(${usageDaily.cachedTokens})`,
+          cacheWriteTokens: sql<number>`sum(${usageDaily.cacheWriteTokens})`,
+        })
+        .from(usageDaily)
+        .where(and(...filters))
+        .groupBy(usageDaily.day, usageDaily.model)
+        .orderBy(asc(usageDaily.day), asc(usageDaily.model))
+        .all()
+        .map((row) => ({ ...row, cost: Number(row.cost) }));
+      if (pending.size === 0) return rows;
+      const byDayModel = new Map(rows.map((row) => [row.day + "\u0000" + row.model, row]));
+      for (const g of pending.queue) {
+        if (g.accountId !== accountId || (keyId !== undefined && g.keyId !== keyId)) continue;
+        const day = utcDay(g.createdAt);
+        if (day < startDay || day > endDay) continue;
+        const key = day + "\u0000" + g.model;
+        let row = byDayModel.get(key);
+        if (row === undefined) {
+          row = { day, model: g.model, ...emptyCounters() };
+          byDayModel.set(key, row);
+        }
+        addToCounters(row, g);
+      }
+      return [...byDayModel.values()].sort((a, b) =>
+        a.day !== b.day ? (a.day < b.day ? -1 : 1) : a.model < b.model ? -1 : a.model > b.model ? 1 : 0,
+      );
+    },
+
+    async getSetting(name) {
+      return db.select({ value: settings.value }).from(settings).where(eq(settings.name, name)).get()?.value ?? null;
+    },
+
+    async setSetting(name, value) {
+      assertOpen();
+      db.insert(settings).values({ name, value }).onConflictDoUpdate({ target: settings.name, set: { value } }).run();
+    },
+
+    async flush() {
+      if (closed || pending.size === 0) return;
+      try {
+        writeQueued();
+        failures = 0;
+      } catch (error) {
+        schedule(flushIntervalMs);
+        throw new UnavailableError("storage could not write metered generations; they stay queued", { cause: error });
+      }
+    },
+
+    async ping() {
+      try {
+        assertOpen();
+        client.query("select 1").get();
+      } catch (error) {
+        throw error instanceof UnavailableError ? error : new UnavailableError("storage unavailable", { cause: error });
+      }
+    },
+
+    async close() {
+      if (closed) return;
+      for (let attempt = 1; pending.size > 0; attempt += 1) {
+        try {
+          writeQueued();
+        } catch (error) {
+          if (attempt >= 3) {
+            log.error("closing with generations that could not be written; logged here instead", {
+              generations: pending.queue,
+              error: String(error),
+            });
+            break;
+          }
+          await Bun.sleep(100 * attempt);
+        }
+      }
+      closed = true;
+      if (timer !== null) clearTimeout(timer);
+      if (immediate !== null) clearImmediate(immediate);
+      timer = null;
+      immediate = null;
+      client.close();
+    },
+  };
+  return repository;
+}

@@ -1,0 +1,143 @@
+import { sql } from "drizzle-orm";
+import { check, index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import type { GenerationStatus } from "../repository.ts";
+
+/**
+ * SQLite tables of the storage plugin. Kept dialect-portable on purpose (the Postgres sibling mirrors
+ * them): money is integer nano-USD, ids are text, timestamps are epoch-ms integers, JSON is text.
+ *
+ * Ledger sign convention: `ledger_entries.amount_nano` is SIGNED. Credits are > 0, usage debits are
+ * < 0, so a balance is SUM(amount_nano). The CHECK constraint ties the sign to the kind.
+ */
+
+const money = (name: string) => integer(name, { mode: "number" });
+
+export const accounts = sqliteTable("accounts", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  createdAt: integer("created_at", { mode: "number" }).notNull(),
+  // Maintained in the same transaction as every ledger insert: the balance is never a scan.
+  totalCreditsNano: money("total_credits_nano").notNull().default(0),
+  totalDebitsNano: money("total_debits_nano").notNull().default(0),
+  /** Credits of the paid kinds (card, usdt). */
+  paidCreditsNano: money("paid_credits_nano").notNull().default(0),
+});
+
+export const apiKeys = sqliteTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    keyHash: text("key_hash").notNull().unique(),
+    label: text("label").notNull(),
+    limitNano: money("limit_nano"),
+    /** JSON array of model ids; NULL = every model. */
+    models: text("models"),
+    rpm: integer("rpm", { mode: "number" }),
+    tpm: integer("tpm", { mode: "number" }),
+    expiresAt: integer("expires_at", { mode: "number" }),
+    createdAt: integer("created_at", { mode: "number" }).notNull(),
+    deletedAt: integer("deleted_at", { mode: "number" }),
+    blocked: integer("blocked", { mode: "boolean" }).notNull().default(false),
+    /** Maintained with every metered generation of the key. */
+    usageNano: money("usage_nano").notNull().default(0),
+  },
+  (t) => [index("api_keys_account_idx").on(t.accountId)],
+);
+
+export const LEDGER_KINDS = ["card", "usdt", "bonus", "voucher", "promotional", "usage"] as const;
+export type LedgerKind = (typeof LEDGER_KINDS)[number];
+
+export const generations = sqliteTable(
+  "generations",
+  {
+    id: text("id").primaryKey(),
+    responseId: text("response_id"),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    keyId: text("key_id")
+      .notNull()
+      .references(() => apiKeys.id),
+    model: text("model").notNull(),
+    provider: text("provider").notNull(),
+    ingress: text("ingress").notNull(),
+    stream: integer("stream", { mode: "boolean" }).notNull(),
+    status: text("status").$type<GenerationStatus>().notNull(),
+    errorCode: text("error_code"),
+    createdAt: integer("created_at", { mode: "number" }).notNull(),
+    latencyMs: integer("latency_ms", { mode: "number" }).notNull(),
+    timeToFirstTokenMs: integer("time_to_first_token_ms", { mode: "number" }),
+    promptTokens: integer("prompt_tokens", { mode: "number" }).notNull(),
+    completionTokens: integer("completion_tokens", { mode: "number" }).notNull(),
+    cachedTokens: integer("cached_tokens", { mode: "number" }).notNull(),
+    cacheWriteTokens: integer("cache_write_tokens", { mode: "number" }).notNull(),
+    reasoningTokens: integer("reasoning_tokens", { mode: "number" }).notNull(),
+    inputCost: money("input_cost_nano").notNull(),
+    cacheReadCost: money("cache_read_cost_nano").notNull(),
+    cacheWriteCost: money("cache_write_cost_nano").notNull(),
+    outputCost: money("output_cost_nano").notNull(),
+    totalCost: money("total_cost_nano").notNull(),
+  },
+  (t) => [
+    index("generations_account_created_idx").on(t.accountId, t.createdAt),
+    index("generations_account_response_idx").on(t.accountId, t.responseId),
+  ],
+);
+
+export const ledgerEntries = sqliteTable(
+  "ledger_entries",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    kind: text("kind").$type<LedgerKind>().notNull(),
+    /** Signed: credit > 0, debit (kind usage) < 0. */
+    amountNano: money("amount_nano").notNull(),
+    /** Idempotency key: the caller's reference for credits, the generation id for usage debits. */
+    reference: text("reference").notNull().unique(),
+    generationId: text("generation_id")
+      .unique()
+      .references(() => generations.id),
+    createdAt: integer("created_at", { mode: "number" }).notNull(),
+  },
+  (t) => [
+    index("ledger_account_created_idx").on(t.accountId, t.createdAt),
+    check("ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage')`),
+    check(
+      "ledger_sign_check",
+      sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} <> 'usage' and ${t.amountNano} > 0)`,
+    ),
+  ],
+);
+
+export const usageDaily = sqliteTable(
+  "usage_daily",
+  {
+    accountId: text("account_id").notNull(),
+    keyId: text("key_id").notNull(),
+    /** UTC day of the generation's createdAt, YYYY-MM-DD. */
+    day: text("day").notNull(),
+    model: text("model").notNull(),
+    costNano: money("cost_nano").notNull(),
+    requests: integer("requests", { mode: "number" }).notNull(),
+    successfulRequests: integer("successful_requests", { mode: "number" }).notNull(),
+    failedRequests: integer("failed_requests", { mode: "number" }).notNull(),
+    promptTokens: integer("prompt_tokens", { mode: "number" }).notNull(),
+    completionTokens: integer("completion_tokens", { mode: "number" }).notNull(),
+    cachedTokens: integer("cached_tokens", { mode: "number" }).notNull(),
+    cacheWriteTokens: integer("cache_write_tokens", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.keyId, t.day, t.model] })],
+);
+
+export const settings = sqliteTable("settings", {
+  name: text("name").primaryKey(),
+  value: text("value").notNull(),
+});
+
+export const sqliteSchema = { accounts, apiKeys, ledgerEntries, generations, usageDaily, settings };
