@@ -72,7 +72,6 @@ CREATE TABLE `ledger_entries` (
 );
 --> statement-breakpoint
 CREATE UNIQUE INDEX `ledger_entries_reference_unique` ON `ledger_entries` (`reference`);--> statement-breakpoint
-CREATE UNIQUE INDEX `ledger_entries_generation_id_unique` ON `ledger_entries` (`generation_id`);--> statement-breakpoint
 CREATE INDEX `ledger_account_created_idx` ON `ledger_entries` (`account_id`,`created_at`);--> statement-breakpoint
 CREATE TABLE `settings` (
 	`name` text PRIMARY KEY NOT NULL,

@@ -14,7 +14,8 @@ import {
 
 /** The Elysia app: health, docs, error mapping, the body limit, and every plugin's routes. */
 export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfig, log: Logger) {
-  const app = new Elysia({ serve: { maxRequestBodySize: server.max_body_bytes + 1024 * 1024 } })
+  // Bun's own limit is only a backstop for bodies without content-length: ours answers first, with an error body.
+  const app = new Elysia({ serve: { maxRequestBodySize: Math.max(2 * server.max_body_bytes, 128 * 1024 * 1024) } })
     .onRequest(function rejectOversizedBody({ request }) {
       const declared = Number(request.headers.get("content-length") ?? "0");
       if (declared > server.max_body_bytes) {

@@ -10,9 +10,10 @@ export interface Logger {
 
 const silent = process.env.GATEWAY_LOG === "silent";
 
-export function createLogger(tag = "core"): Logger {
+export function createLogger(tag = "core", options: { silent?: boolean } = {}): Logger {
+  const quiet = options.silent ?? silent;
   function write(level: string, message: string, fields?: Record<string, unknown>) {
-    if (silent) return;
+    if (quiet) return;
     process.stdout.write(JSON.stringify({ time: new Date().toISOString(), level, tag, message, ...fields }) + "\n");
   }
   return {
@@ -20,6 +21,6 @@ export function createLogger(tag = "core"): Logger {
     warn: (message, fields) => write("warn", message, fields),
     error: (message, fields) => write("error", message, fields),
     request: (fields) => write("info", "request", fields),
-    child: (child) => createLogger(child),
+    child: (child) => createLogger(child, options),
   };
 }

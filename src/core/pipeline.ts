@@ -166,26 +166,32 @@ export class Pipeline implements Gateway {
     const stream = new ReadableStream<Uint8Array>({
       pull: async (controller) => {
         try {
-          const next = await frames.next();
-          if (next.done) {
-            const outcome: Outcome = streamError
-              ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
-              : ctx.signal.aborted
-                ? { status: "cancelled" }
-                : { status: "success" };
-            await finish(outcome);
-            controller.close();
-            return;
+          // Loop until a frame is sent or the stream ends: a dropped frame must not stall the pull.
+          while (true) {
+            const next = await frames.next();
+            if (next.done) {
+              const outcome: Outcome = streamError
+                ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
+                : ctx.signal.aborted
+                  ? { status: "cancelled" }
+                  : { status: "success" };
+              await finish(outcome);
+              controller.close();
+              return;
+            }
+            ctx.firstTokenMono ??= performance.now();
+            const relayed = relay.onFrame(next.value);
+            for (const event of relayed.events) {
+              if (event.type === "usage") ctx.usage = event.usage;
+              else if (event.type === "message_start" && event.id) ctx.responseId = event.id;
+              else if (event.type === "error") streamError = event;
+              for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
+            }
+            if (relayed.out !== null) {
+              controller.enqueue(encoder.encode(relayed.out));
+              return;
+            }
           }
-          ctx.firstTokenMono ??= performance.now();
-          const relayed = relay.onFrame(next.value);
-          for (const event of relayed.events) {
-            if (event.type === "usage") ctx.usage = event.usage;
-            else if (event.type === "message_start" && event.id) ctx.responseId = event.id;
-            else if (event.type === "error") streamError = event;
-            for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
-          }
-          if (relayed.out !== null) controller.enqueue(encoder.encode(relayed.out));
         } catch (thrown) {
           const error = ctx.signal.aborted && !(thrown instanceof GatewayError)
             ? new UpstreamError("upstream stream aborted (timeout or client disconnect)")

@@ -92,7 +92,7 @@ export default definePlugin({
               requireAdmin(request);
               await existingAccount(params.id);
               const models = body.models ?? null;
-              const unknown = catalog && models ? models.filter((id) => !catalog.get(id)) : [];
+              const unknown = catalog && models ? models.filter((id: string) => !catalog.get(id)) : [];
               if (unknown.length > 0) throw new InvalidRequestError(`unknown model ids in models: ${unknown.join(", ")}`, { param: "models" });
               const expiresAt = body.expires_at ? Date.parse(body.expires_at) : null;
               if (expiresAt !== null && expiresAt <= Date.now()) throw new InvalidRequestError("expires_at is in the past", { param: "expires_at" });

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { LineCounter, parseDocument } from "yaml";
-import { Value } from "@sinclair/typebox/value";
+import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
 import { nanoPerTokenToUsdString, usdPerMillionToNanoPerToken, type NanoUsd } from "../../core/money.ts";
 import {
   CatalogEntrySchema,
@@ -77,9 +77,9 @@ export class Catalog {
 
   /** Nearest real id for a mistyped one (other case, provider prefix), for error hints. */
   suggest(id: string): string | undefined {
-    const lower = id.toLowerCase();
-    for (let start = 0; start >= 0; start = lower.indexOf("/", start) + 1 || -1) {
-      const candidate = lower.slice(start);
+    const parts = id.toLowerCase().split("/");
+    for (let i = 0; i < parts.length; i++) {
+      const candidate = parts.slice(i).join("/");
       const hit = this.#models.find((m) => m.id.toLowerCase() === candidate);
       if (hit) return hit.id;
     }
@@ -151,7 +151,7 @@ function validateEntry(raw: unknown, fail: Fail): CatalogModel {
     if (/(^|\.)(input|output|cache_read|cache_write)$/.test(field) && typeof error.value === "number") {
       fail(field, `must be a quoted decimal string (e.g. "${error.value}"), got a YAML number`);
     }
-    fail(field, `${error.message}${error.value === undefined ? "" : `, got ${JSON.stringify(error.value)}`}`);
+    fail(field, `${describeError(error)}${error.value === undefined ? "" : `, got ${JSON.stringify(error.value)}`}`);
   }
   const entry = raw as CatalogEntry;
   const vision = entry.capabilities.vision;
@@ -160,7 +160,6 @@ function validateEntry(raw: unknown, fail: Fail): CatalogModel {
     upstream_model: entry.upstream_model ?? entry.id,
     input_modalities: entry.input_modalities ?? (entry.kind === "chat" && vision ? ["text", "image"] : ["text"]),
     output_modalities: entry.output_modalities ?? (entry.kind === "image" ? ["image"] : ["text"]),
-    price_changes: entry.price_changes && [...entry.price_changes].sort((a, b) => a.from.localeCompare(b.from)),
   });
 
   parseDate(model.created, "created", fail);
@@ -182,25 +181,19 @@ function validateEntry(raw: unknown, fail: Fail): CatalogModel {
 
 function compileModel(model: CatalogModel, fail: Fail): CompiledModel {
   const createdSeconds = parseDate(model.created, "created", fail) / 1000;
-  const periods: PricePeriod[] = [];
+  const long = model.long_context;
+  const longContext = long && { aboveInputTokens: long.above_input_tokens, prices: nanoPrices(long, "long_context", fail) };
+  const listingAt = (prices: ModelPrices) => buildListing(model, createdSeconds, prices, longContext);
   const base = nanoPrices(model.prices, "prices", fail);
-  periods.push({ from: -Infinity, prices: base, listing: buildListing(model, createdSeconds, base) });
+  const periods: PricePeriod[] = [{ from: -Infinity, prices: base, listing: listingAt(base) }];
   (model.price_changes ?? []).forEach(function compileChange(change, i) {
     const field = `price_changes[${i}]`;
     const from = parseDate(change.from, `${field}.from`, fail);
-    if (periods.length > 1 && periods[periods.length - 1].from === from) fail(`${field}.from`, `duplicate date ${change.from}`);
+    if (from <= periods[periods.length - 1].from) fail(`${field}.from`, `${change.from} is not after the previous change`);
     const prices = nanoPrices(change, field, fail);
-    periods.push({ from, prices, listing: buildListing(model, createdSeconds, prices) });
+    periods.push({ from, prices, listing: listingAt(prices) });
   });
-  const long = model.long_context;
-  return Object.freeze({
-    model,
-    periods: Object.freeze(periods),
-    longContext: long && {
-      aboveInputTokens: long.above_input_tokens,
-      prices: nanoPrices(long, "long_context", fail),
-    },
-  });
+  return Object.freeze({ model, periods: Object.freeze(periods), longContext: longContext && Object.freeze(longContext) });
 }
 
 function nanoPrices(prices: CatalogPrices, field: string, fail: Fail): ModelPrices {
@@ -220,8 +213,12 @@ function nanoPrices(prices: CatalogPrices, field: string, fail: Fail): ModelPric
   });
 }
 
-function buildListing(model: CatalogModel, created: number, prices: ModelPrices): ModelListing {
-  const long = model.long_context;
+function buildListing(
+  model: CatalogModel,
+  created: number,
+  prices: ModelPrices,
+  longContext: CompiledModel["longContext"],
+): ModelListing {
   const listing: ModelListing = {
     id: model.id,
     object: "model",
@@ -237,11 +234,11 @@ function buildListing(model: CatalogModel, created: number, prices: ModelPrices)
     },
     supported_parameters: supportedParameters(model),
   };
-  if (long) {
-    const longPrices = nanoPrices(long, "long_context", () => {
-      throw new Error("unreachable: long_context prices were validated");
-    });
-    listing.long_context_pricing = { above_prompt_tokens: long.above_input_tokens, ...tokenPricing(longPrices) };
+  if (longContext) {
+    listing.long_context_pricing = {
+      above_prompt_tokens: longContext.aboveInputTokens,
+      ...tokenPricing(longContext.prices),
+    };
   }
   return deepFreeze(listing);
 }
@@ -265,6 +262,17 @@ export function supportedParameters(model: CatalogModel): string[] {
   if (caps.structured_outputs ?? caps.json_output) params.push("structured_outputs");
   if (caps.reasoning) params.push("reasoning", "reasoning_effort");
   return params;
+}
+
+/** TypeBox's message, made readable for literal unions and described string formats. */
+function describeError(error: ValueError): string {
+  const schema = error.schema as { anyOf?: { const?: unknown }[]; description?: string };
+  const literals = schema.anyOf?.map((option) => option.const);
+  if (literals && literals.every((value) => value !== undefined)) {
+    return `must be one of ${literals.map((value) => JSON.stringify(value)).join(", ")}`;
+  }
+  if (error.type === ValueErrorType.StringPattern && schema.description) return `expected ${schema.description}`;
+  return error.message;
 }
 
 /** Epoch ms of 00:00 UTC on a YYYY-MM-DD date that must exist in the calendar. */

@@ -1,9 +1,11 @@
+import type { Database } from "bun:sqlite";
 import { eq, sql } from "drizzle-orm";
 import type { Generation, UsageCounters } from "../repository.ts";
 import { newId } from "./ids.ts";
 import { addToCounters, emptyCounters, utcDay } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, usageDaily } from "./schema.ts";
 import type { SqliteDb } from "./open.ts";
+import { compileStatement } from "./statements.ts";
 
 const p = sql.placeholder;
 
@@ -19,95 +21,101 @@ interface UsageBucket extends UsageCounters {
  * per account, key and (account, key, day, model) one aggregated update of the maintained totals and
  * the daily roll-up. A generation id already stored is skipped whole: a request is never debited twice.
  */
-export function createMeteringWriter(db: SqliteDb) {
-  const insertGeneration = db
-    .insert(generations)
-    .values({
-      id: p("id"),
-      responseId: p("responseId"),
-      accountId: p("accountId"),
-      keyId: p("keyId"),
-      model: p("model"),
-      provider: p("provider"),
-      ingress: p("ingress"),
-      stream: p("streamInt"),
-      status: p("status"),
-      errorCode: p("errorCode"),
-      createdAt: p("createdAt"),
-      latencyMs: p("latencyMs"),
-      timeToFirstTokenMs: p("timeToFirstTokenMs"),
-      promptTokens: p("promptTokens"),
-      completionTokens: p("completionTokens"),
-      cachedTokens: p("cachedTokens"),
-      cacheWriteTokens: p("cacheWriteTokens"),
-      reasoningTokens: p("reasoningTokens"),
-      inputCost: p("inputCost"),
-      cacheReadCost: p("cacheReadCost"),
-      cacheWriteCost: p("cacheWriteCost"),
-      outputCost: p("outputCost"),
-      totalCost: p("totalCost"),
-    })
-    .onConflictDoNothing({ target: generations.id })
-    .returning({ id: generations.id })
-    .prepare();
+export function createMeteringWriter(db: SqliteDb, client: Database) {
+  const compile = (query: Parameters<typeof compileStatement>[1]) => compileStatement(client, query);
+  const insertGeneration = compile(
+    db
+      .insert(generations)
+      .values({
+        id: p("id"),
+        responseId: p("responseId"),
+        accountId: p("accountId"),
+        keyId: p("keyId"),
+        model: p("model"),
+        provider: p("provider"),
+        ingress: p("ingress"),
+        stream: p("streamInt"),
+        status: p("status"),
+        errorCode: p("errorCode"),
+        createdAt: p("createdAt"),
+        latencyMs: p("latencyMs"),
+        timeToFirstTokenMs: p("timeToFirstTokenMs"),
+        promptTokens: p("promptTokens"),
+        completionTokens: p("completionTokens"),
+        cachedTokens: p("cachedTokens"),
+        cacheWriteTokens: p("cacheWriteTokens"),
+        reasoningTokens: p("reasoningTokens"),
+        inputCost: p("inputCost"),
+        cacheReadCost: p("cacheReadCost"),
+        cacheWriteCost: p("cacheWriteCost"),
+        outputCost: p("outputCost"),
+        totalCost: p("totalCost"),
+      })
+      .onConflictDoNothing({ target: generations.id })
+      .returning({ id: generations.id }),
+  );
 
-  const insertDebit = db
-    .insert(ledgerEntries)
-    .values({
-      id: p("entryId"),
-      accountId: p("accountId"),
-      kind: "usage",
-      amountNano: p("amount"),
-      reference: p("generationId"),
-      generationId: p("generationId"),
-      createdAt: p("createdAt"),
-    })
-    .prepare();
+  const insertDebit = compile(
+    db
+      .insert(ledgerEntries)
+      .values({
+        id: p("entryId"),
+        accountId: p("accountId"),
+        kind: "usage",
+        amountNano: p("amount"),
+        reference: p("generationId"),
+        generationId: p("generationId"),
+        createdAt: p("createdAt"),
+      }),
+  );
 
-  const addAccountDebits = db
-    .update(accounts)
-    .set({ totalDebitsNano: sql`${accounts.totalDebitsNano} + ${p("amount")}` })
-    .where(eq(accounts.id, p("accountId")))
-    .prepare();
+  const addAccountDebits = compile(
+    db
+      .update(accounts)
+      .set({ totalDebitsNano: sql`${accounts.totalDebitsNano} + ${p("amount")}` })
+      .where(eq(accounts.id, p("accountId"))),
+  );
 
-  const addKeyUsage = db
-    .update(apiKeys)
-    .set({ usageNano: sql`${apiKeys.usageNano} + ${p("amount")}` })
-    .where(eq(apiKeys.id, p("keyId")))
-    .prepare();
+  const addKeyUsage = compile(
+    db
+      .update(apiKeys)
+      .set({ usageNano: sql`${apiKeys.usageNano} + ${p("amount")}` })
+      .where(eq(apiKeys.id, p("keyId"))),
+  );
 
   const excludedPlus = (column: (typeof usageDaily)["costNano"], name: string) =>
     sql`${column} + ${sql.raw(`excluded.${name}`)}`;
-  const upsertUsage = db
-    .insert(usageDaily)
-    .values({
-      accountId: p("accountId"),
-      keyId: p("keyId"),
-      day: p("day"),
-      model: p("model"),
-      costNano: p("cost"),
-      requests: p("requests"),
-      successfulRequests: p("successfulRequests"),
-      failedRequests: p("failedRequests"),
-      promptTokens: p("promptTokens"),
-      completionTokens: p("completionTokens"),
-      cachedTokens: p("cachedTokens"),
-      cacheWriteTokens: p("cacheWriteTokens"),
-    })
-    .onConflictDoUpdate({
-      target: [usageDaily.accountId, usageDaily.keyId, usageDaily.day, usageDaily.model],
-      set: {
-        costNano: excludedPlus(usageDaily.costNano, "cost_nano"),
-        requests: excludedPlus(usageDaily.requests, "requests"),
-        successfulRequests: excludedPlus(usageDaily.successfulRequests, "successful_requests"),
-        failedRequests: excludedPlus(usageDaily.failedRequests, "failed_requests"),
-        promptTokens: excludedPlus(usageDaily.promptTokens, "prompt_tokens"),
-        completionTokens: excludedPlus(usageDaily.completionTokens, "completion_tokens"),
-        cachedTokens: excludedPlus(usageDaily.cachedTokens, "cached_tokens"),
-        cacheWriteTokens: excludedPlus(usageDaily.cacheWriteTokens, "cache_write_tokens"),
-      },
-    })
-    .prepare();
+  const upsertUsage = compile(
+    db
+      .insert(usageDaily)
+      .values({
+        accountId: p("accountId"),
+        keyId: p("keyId"),
+        day: p("day"),
+        model: p("model"),
+        costNano: p("cost"),
+        requests: p("requests"),
+        successfulRequests: p("successfulRequests"),
+        failedRequests: p("failedRequests"),
+        promptTokens: p("promptTokens"),
+        completionTokens: p("completionTokens"),
+        cachedTokens: p("cachedTokens"),
+        cacheWriteTokens: p("cacheWriteTokens"),
+      })
+      .onConflictDoUpdate({
+        target: [usageDaily.accountId, usageDaily.keyId, usageDaily.day, usageDaily.model],
+        set: {
+          costNano: excludedPlus(usageDaily.costNano, "cost_nano"),
+          requests: excludedPlus(usageDaily.requests, "requests"),
+          successfulRequests: excludedPlus(usageDaily.successfulRequests, "successful_requests"),
+          failedRequests: excludedPlus(usageDaily.failedRequests, "failed_requests"),
+          promptTokens: excludedPlus(usageDaily.promptTokens, "prompt_tokens"),
+          completionTokens: excludedPlus(usageDaily.completionTokens, "completion_tokens"),
+          cachedTokens: excludedPlus(usageDaily.cachedTokens, "cached_tokens"),
+          cacheWriteTokens: excludedPlus(usageDaily.cacheWriteTokens, "cache_write_tokens"),
+        },
+      }),
+  );
 
   function applyBatch(batch: readonly Generation[]): void {
     const accountDebits = new Map<string, number>();
@@ -115,7 +123,7 @@ export function createMeteringWriter(db: SqliteDb) {
     const usage = new Map<string, UsageBucket>();
     for (const g of batch) {
       const inserted = insertGeneration.get({ ...g, streamInt: g.stream ? 1 : 0 });
-      if (inserted === undefined) continue; // already stored: metered once
+      if (inserted === null || inserted === undefined) continue; // already stored: metered once
       if (g.totalCost > 0) {
         insertDebit.run({
           entryId: newId("le"),
@@ -141,10 +149,12 @@ export function createMeteringWriter(db: SqliteDb) {
     for (const bucket of usage.values()) upsertUsage.run({ ...bucket });
   }
 
+  const transaction = client.transaction(applyBatch);
+
   return {
     /** Commits the batch atomically; throws (and writes nothing) on any failure. */
     write(batch: readonly Generation[]): void {
-      db.transaction(() => applyBatch(batch), { behavior: "immediate" });
+      transaction.immediate(batch);
     },
   };
 }

@@ -27,6 +27,10 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): { cli
     // (kill -9); only an OS crash / power loss may lose the last few commits, never corrupt.
     client.exec("PRAGMA journal_mode = WAL");
     client.exec("PRAGMA synchronous = NORMAL");
+    // Group commits dirty many index pages (request ids are random): a bigger page cache and fewer,
+    // larger checkpoints roughly double the metering throughput.
+    client.exec("PRAGMA cache_size = -32768");
+    client.exec("PRAGMA wal_autocheckpoint = 10000");
     client.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`);
     client.exec("PRAGMA foreign_keys = ON");
     const db = drizzle({ client, schema: sqliteSchema });

@@ -77,7 +77,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const maxBatch = Math.max(1, options.maxBatch ?? 512);
   const log = options.log ?? createLogger("storage");
   const { client, db } = openSqlite(path, options);
-  const writer = createMeteringWriter(db);
+  const writer = createMeteringWriter(db, client);
   const pending = new PendingGenerations();
 
   const selectTotals = db

@@ -98,11 +98,13 @@ export const ledgerEntries = sqliteTable(
     kind: text("kind").$type<LedgerKind>().notNull(),
     /** Signed: credit > 0, debit (kind usage) < 0. */
     amountNano: money("amount_nano").notNull(),
-    /** Idempotency key: the caller's reference for credits, the generation id for usage debits. */
+    /**
+     * Idempotency key: the caller's reference for credits, the generation id for usage debits, so
+     * a request can never be debited twice (no second unique index on generation_id: it would be the
+     * same random-keyed index again, and the write path pays per random index).
+     */
     reference: text("reference").notNull().unique(),
-    generationId: text("generation_id")
-      .unique()
-      .references(() => generations.id),
+    generationId: text("generation_id").references(() => generations.id),
     createdAt: integer("created_at", { mode: "number" }).notNull(),
   },
   (t) => [

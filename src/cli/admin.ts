@@ -1,0 +1,109 @@
+/**
+ * Operator CLI over the admin API: `npm run admin -- <verb> ...`.
+ * Reads GATEWAY_URL (default http://127.0.0.1:$PORT or :3000) and GATEWAY_ADMIN_TOKEN.
+ */
+import { parseArgs } from "node:util";
+
+const USAGE = `usage: npm run admin -- <command>
+
+  account create <name>
+  account show <account_id>
+  credit <account_id> <amount_usd> <card|usdt|bonus|voucher|promotional> [reference]
+  key create <account_id> <name> [--limit USD] [--models id,id] [--rpm N] [--tpm N] [--expires ISO-8601]
+  key delete <key_id>
+  requests <account_id> [--limit N] [--before CURSOR]
+
+environment: GATEWAY_URL (default http://127.0.0.1:3000), GATEWAY_ADMIN_TOKEN (required)`;
+
+const { values, positionals } = parseArgs({
+  args: process.argv.slice(2),
+  allowPositionals: true,
+  options: {
+    limit: { type: "string" },
+    models: { type: "string" },
+    rpm: { type: "string" },
+    tpm: { type: "string" },
+    expires: { type: "string" },
+    before: { type: "string" },
+    help: { type: "boolean", short: "h" },
+  },
+});
+
+const baseUrl = (process.env.GATEWAY_URL ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`).replace(/\/+$/, "");
+const token = process.env.GATEWAY_ADMIN_TOKEN;
+
+function fail(message: string): never {
+  console.error(message);
+  process.exit(2);
+}
+
+async function call(method: string, path: string, body?: unknown): Promise<void> {
+  if (!token) fail("GATEWAY_ADMIN_TOKEN is not set (the gateway printed one on its first start)");
+  const response = await fetch(baseUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((error) => fail(`cannot reach ${baseUrl}: ${error.message}`));
+  const text = await response.text();
+  console.log(text && JSON.stringify(JSON.parse(text), null, 2));
+  if (!response.ok) process.exit(1);
+}
+
+function numberOption(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed)) fail(`--${name} must be a number`);
+  return parsed;
+}
+
+const [command, sub, ...rest] = positionals;
+if (values.help || !command) fail(USAGE);
+
+switch (`${command} ${command === "credit" || command === "requests" ? "" : sub ?? ""}`.trim()) {
+  case "account create":
+    if (!rest[0]) fail(USAGE);
+    await call("POST", "/admin/v1/accounts", { name: rest.join(" ") });
+    break;
+  case "account show":
+    if (!rest[0]) fail(USAGE);
+    await call("GET", `/admin/v1/accounts/${encodeURIComponent(rest[0])}`);
+    break;
+  case "credit": {
+    const [amount, kind, reference] = rest;
+    if (!sub || !amount || !kind) fail(USAGE);
+    await call("POST", `/admin/v1/accounts/${encodeURIComponent(sub)}/credits`, {
+      amount,
+      kind,
+      reference: reference ?? `cli-${crypto.randomUUID()}`,
+    });
+    break;
+  }
+  case "key create": {
+    const [accountId, ...name] = rest;
+    if (!accountId || name.length === 0) fail(USAGE);
+    const rpm = numberOption("rpm", values.rpm);
+    const tpm = numberOption("tpm", values.tpm);
+    await call("POST", `/admin/v1/accounts/${encodeURIComponent(accountId)}/keys`, {
+      name: name.join(" "),
+      limit: numberOption("limit", values.limit),
+      models: values.models ? values.models.split(",").map((id) => id.trim()) : undefined,
+      rate_limit: rpm || tpm ? { requests_per_minute: rpm ?? null, tokens_per_minute: tpm ?? null } : undefined,
+      expires_at: values.expires,
+    });
+    break;
+  }
+  case "key delete":
+    if (!rest[0]) fail(USAGE);
+    await call("DELETE", `/admin/v1/keys/${encodeURIComponent(rest[0])}`);
+    break;
+  case "requests": {
+    if (!sub) fail(USAGE);
+    const query = new URLSearchParams();
+    if (values.limit) query.set("limit", values.limit);
+    if (values.before) query.set("before", values.before);
+    await call("GET", `/admin/v1/accounts/${encodeURIComponent(sub)}/requests${query.size ? "?" + query : ""}`);
+    break;
+  }
+  default:
+    fail(USAGE);
+}

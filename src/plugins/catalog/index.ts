@@ -1,0 +1,116 @@
+import { resolve } from "node:path";
+import type { AnyElysia } from "elysia";
+import { definePlugin } from "../../core/plugin.ts";
+import type { GatewayContext } from "../../core/context.ts";
+import { GatewayError, InvalidRequestError, UnknownModelError } from "../../core/errors.ts";
+import type { Principal } from "../auth/principal.ts";
+import { loadCatalog, type Catalog, type CatalogModel } from "./catalog.ts";
+import { CatalogConfigSchema, DEFAULT_CATALOG_FILE } from "./schema.ts";
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    catalog: Catalog;
+  }
+}
+
+declare module "../../core/context.ts" {
+  interface GatewayContext {
+    /** The catalog entry of `request.model`. Writer: catalog. */
+    model?: CatalogModel;
+  }
+}
+
+/** Ingress formats that serve chat models only; image models are reached at /v1/images/generations. */
+const CHAT_INGRESSES = new Set(["openai-chat", "anthropic-messages", "openai-responses"]);
+
+/** `GET /v1/models/{id}` for an id that is not in the catalog (or not allowed for the key). */
+class ModelNotFoundError extends GatewayError {
+  override readonly status = 404;
+  override readonly type = "invalid_request_error";
+  override readonly code = "model_not_found";
+}
+
+export default definePlugin({
+  name: "catalog",
+  requires: ["auth"],
+  configSchema: CatalogConfigSchema,
+  setup(config, host) {
+    const file = resolve(process.cwd(), config.file ?? DEFAULT_CATALOG_FILE);
+    const catalog = loadCatalog(file);
+    const auth = host.service("auth");
+    host.log.info("catalog loaded", { file, models: catalog.all().length });
+
+    return {
+      provides: catalog,
+
+      onRequest: function resolveModel(ctx: GatewayContext) {
+        const id = ctx.request.model;
+        const model = catalog.get(id);
+        if (!model) throw unknownModel(catalog, id);
+        if (model.kind === "image" && CHAT_INGRESSES.has(ctx.ingress.name)) {
+          throw new InvalidRequestError(
+            `The model \`${model.id}\` is an image model; it is served only at POST /v1/images/generations.`,
+            { param: "model" },
+          );
+        }
+        ctx.model = model;
+        ctx.target = { provider: model.provider, upstreamModel: model.upstream_model };
+      },
+
+      routes: function catalogRoutes(app: AnyElysia) {
+        app.get("/v1/models", async function listModels({ request }) {
+          const principal = await auth.authenticate((request as Request).headers);
+          const now = new Date();
+          const data = visibleModels(catalog, principal).map((model) => catalog.listing(model, now));
+          return { object: "list", data };
+        });
+
+        // Wildcard: some ids contain "/" (meta-llama/...).
+        app.get("/v1/models/*", async function getModel({ request, params }) {
+          const principal = await auth.authenticate((request as Request).headers);
+          const id = decodeId(String(params["*"] ?? ""));
+          const model = catalog.get(id);
+          if (!model || !allowed(principal, model.id)) {
+            throw new ModelNotFoundError(`The model \`${clip(id)}\` does not exist or you do not have access to it.`, {
+              param: "model",
+            });
+          }
+          return catalog.listing(model, new Date());
+        });
+      },
+    };
+  },
+});
+
+function unknownModel(catalog: Catalog, id: string): UnknownModelError {
+  const suggestion = catalog.suggest(id);
+  const hint = suggestion ? ` Did you mean \`${suggestion}\`?` : "";
+  return new UnknownModelError(
+    `The model \`${clip(id)}\` does not exist. Model ids are case-sensitive and carry no provider prefix; see GET /v1/models.${hint}`,
+    { param: "model" },
+  );
+}
+
+function visibleModels(catalog: Catalog, principal: Principal): readonly CatalogModel[] {
+  const allowlist = principal.key.models;
+  if (allowlist === null) return catalog.all();
+  const ids = new Set(allowlist);
+  return catalog.all().filter((model) => ids.has(model.id));
+}
+
+function allowed(principal: Principal, id: string): boolean {
+  return principal.key.models === null || principal.key.models.includes(id);
+}
+
+function decodeId(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** Keeps echoed client input short in error messages. */
+function clip(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}

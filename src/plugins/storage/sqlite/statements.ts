@@ -1,0 +1,48 @@
+import type { Database, Statement } from "bun:sqlite";
+import { is, Param, Placeholder } from "drizzle-orm";
+
+type Values = Record<string, unknown>;
+
+/**
+ * A drizzle query compiled once to a raw bun:sqlite statement with a positional binder: the query is
+ * still written with drizzle (portable, typed against the tables), but the hot path skips drizzle's
+ * per-call placeholder filling and result mapping. Values must already be driver values
+ * (booleans as 0/1, JSON as text).
+ */
+export function compileStatement(client: Database, query: { toSQL(): { sql: string; params: unknown[] } }) {
+  const { sql, params } = query.toSQL();
+  const statement: Statement = client.prepare(sql);
+  const names: (string | null)[] = [];
+  const constants: unknown[] = [];
+  for (const param of params) {
+    if (is(param, Placeholder)) names.push(param.name);
+    else if (is(param, Param) && is(param.value, Placeholder)) names.push(param.value.name);
+    else names.push(null);
+    constants.push(is(param, Param) ? param.encoder.mapToDriverValue(param.value) : param);
+  }
+  const count = names.length;
+  function bind(values: Values): any[] {
+    const args = new Array(count);
+    for (let i = 0; i < count; i++) {
+      const name = names[i];
+      if (name === null) {
+        args[i] = constants[i];
+      } else {
+        const value = values[name];
+        if (value === undefined) throw new TypeError(`no value for "${name}" in: ${sql}`);
+        args[i] = value;
+      }
+    }
+    return args;
+  }
+  return {
+    sql,
+    run(values: Values): void {
+      statement.run(...bind(values));
+    },
+    /** First row or null (e.g. `insert … on conflict do nothing returning id`: null when skipped). */
+    get(values: Values): unknown {
+      return statement.get(...bind(values));
+    },
+  };
+}

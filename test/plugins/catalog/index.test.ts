@@ -1,0 +1,148 @@
+import { describe, expect, it } from "bun:test";
+import { join } from "node:path";
+import { Elysia } from "elysia";
+import catalogPlugin from "../../../src/plugins/catalog/index.ts";
+import type { GatewayContext } from "../../../src/core/context.ts";
+import type { WireFormat } from "../../../src/core/format.ts";
+import type { PluginHost } from "../../../src/core/plugin.ts";
+import type { Logger } from "../../../src/core/log.ts";
+import {
+  AuthenticationError,
+  GatewayError,
+  InvalidRequestError,
+  UnknownModelError,
+  errorResponse,
+} from "../../../src/core/errors.ts";
+import type { Principal } from "../../../src/plugins/auth/principal.ts";
+
+const KEYS: Record<string, string[] | null> = { "sk-all": null, "sk-two": ["gpt-6-luna", "meta-llama/llama-4-scout-17b-16e-instruct"] };
+
+function principal(models: string[] | null): Principal {
+  return { accountId: "acct", key: { models } } as unknown as Principal;
+}
+
+const silent: Logger = {
+  info() {},
+  warn() {},
+  error() {},
+  request() {},
+  child: () => silent,
+};
+
+const host = {
+  configFile: "plugins-config.yaml",
+  log: silent,
+  has: (name: string) => name === "auth",
+  service(name: string) {
+    if (name !== "auth") throw new Error(`no ${name}`);
+    return {
+      async authenticate(headers: Headers) {
+        const key = headers.get("authorization")?.replace(/^Bearer /, "") ?? "";
+        if (!(key in KEYS)) throw new AuthenticationError("Invalid API key.");
+        return principal(KEYS[key]);
+      },
+      forget() {},
+    };
+  },
+} as unknown as PluginHost;
+
+const instance = await catalogPlugin.setup({ file: join(import.meta.dir, "../../../catalog.yaml") }, host);
+
+function context(model: string, ingress = "openai-chat"): GatewayContext {
+  return { request: { model }, ingress: { name: ingress } as WireFormat } as unknown as GatewayContext;
+}
+
+function app() {
+  const server = new Elysia().onError(({ error }) => (error instanceof GatewayError ? errorResponse(error) : undefined));
+  instance.routes!(server, {} as never);
+  return server;
+}
+
+async function get(path: string, key?: string) {
+  const headers = key ? { authorization: `Bearer ${key}` } : undefined;
+  const response = await app().handle(new Request(`http://localhost${path}`, { headers }));
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+describe("catalog plugin", () => {
+  it("provides the catalog", () => {
+    expect(instance.provides?.get("gpt-6-luna")?.id).toBe("gpt-6-luna");
+  });
+
+  it("sets ctx.model and the target for a known model", () => {
+    const ctx = context("meta-llama/llama-4-scout-17b-16e-instruct");
+    instance.onRequest!(ctx);
+    expect(ctx.model?.id).toBe("meta-llama/llama-4-scout-17b-16e-instruct");
+    expect(ctx.target).toEqual({ provider: "groq", upstreamModel: "meta-llama/llama-4-scout-17b-16e-instruct" });
+  });
+
+  it("rejects ids with another case or a provider prefix as unknown models", () => {
+    for (const id of ["openai/gpt-6-luna", "GPT-6-LUNA"]) {
+      let thrown: unknown;
+      try {
+        instance.onRequest!(context(id));
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(UnknownModelError);
+      const error = thrown as UnknownModelError;
+      expect(error.code).toBe("model_not_found");
+      expect(error.param).toBe("model");
+      expect(error.message).toStartWith(`The model \`${id}\` does not exist. Model ids are case-sensitive`);
+      expect(error.message).toContain("Did you mean `gpt-6-luna`?");
+    }
+  });
+
+  it("rejects the image model on chat ingresses only", () => {
+    for (const ingress of ["openai-chat", "anthropic-messages"]) {
+      expect(() => instance.onRequest!(context("gpt-image-2.6-sunburst", ingress))).toThrow(InvalidRequestError);
+    }
+    expect(() => instance.onRequest!(context("gpt-image-2.6-sunburst", "openai-chat"))).toThrow(/\/v1\/images\/generations/);
+    const ctx = context("gpt-image-2.6-sunburst", "openai-images");
+    instance.onRequest!(ctx);
+    expect(ctx.target).toEqual({ provider: "openai", upstreamModel: "gpt-image-2.6-sunburst" });
+  });
+});
+
+describe("GET /v1/models", () => {
+  it("needs an API key", async () => {
+    const { status, body } = await get("/v1/models");
+    expect(status).toBe(401);
+    expect(body.error.code).toBe("invalid_api_key");
+  });
+
+  it("lists every model for a key without an allowlist", async () => {
+    const { status, body } = await get("/v1/models", "sk-all");
+    expect(status).toBe(200);
+    expect(body.object).toBe("list");
+    expect(body.data).toHaveLength(40);
+    const luna = body.data.find((m: { id: string }) => m.id === "gpt-6-luna");
+    expect(luna).toMatchObject({ object: "model", owned_by: "openai", pricing: { prompt: "0.0000001" } });
+  });
+
+  it("lists only the key's allowlist", async () => {
+    const { body } = await get("/v1/models", "sk-two");
+    expect(body.data.map((m: { id: string }) => m.id)).toEqual(["gpt-6-luna", "meta-llama/llama-4-scout-17b-16e-instruct"]);
+  });
+});
+
+describe("GET /v1/models/:id", () => {
+  it("returns one model, ids with a slash included", async () => {
+    const plain = await get("/v1/models/gpt-6-luna", "sk-two");
+    expect(plain.status).toBe(200);
+    expect(plain.body.id).toBe("gpt-6-luna");
+    const slashed = await get("/v1/models/meta-llama/llama-4-scout-17b-16e-instruct", "sk-two");
+    expect(slashed.body.id).toBe("meta-llama/llama-4-scout-17b-16e-instruct");
+    const encoded = await get("/v1/models/meta-llama%2Fllama-4-scout-17b-16e-instruct", "sk-two");
+    expect(encoded.body.id).toBe("meta-llama/llama-4-scout-17b-16e-instruct");
+  });
+
+  it("answers 404 model_not_found for unknown or disallowed models", async () => {
+    for (const path of ["/v1/models/nope", "/v1/models/GPT-6-LUNA", "/v1/models/claude-opus-5-5"]) {
+      const { status, body } = await get(path, "sk-two");
+      expect(status).toBe(404);
+      expect(body.error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
+    }
+    expect((await get("/v1/models/claude-opus-5-5", "sk-all")).status).toBe(200);
+  });
+});

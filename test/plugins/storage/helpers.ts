@@ -1,0 +1,76 @@
+import { Database } from "bun:sqlite";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Logger } from "../../../src/core/log.ts";
+import type { Generation } from "../../../src/plugins/storage/repository.ts";
+
+export function tempDbPath(): string {
+  return join(mkdtempSync(join(tmpdir(), "gw-storage-")), "nested", "gateway.db");
+}
+
+/** Raw SQL against the file through a separate connection: what is really committed. */
+export function rawAll<T = Record<string, unknown>>(path: string, query: string, ...params: (string | number)[]): T[] {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db.query(query).all(...params) as T[];
+  } finally {
+    db.close();
+  }
+}
+
+export function rawGet<T = Record<string, unknown>>(path: string, query: string, ...params: (string | number)[]): T {
+  return rawAll<T>(path, query, ...params)[0];
+}
+
+export interface CapturedLog extends Logger {
+  lines: { level: string; message: string; fields?: Record<string, unknown> }[];
+}
+
+export function captureLog(): CapturedLog {
+  const lines: CapturedLog["lines"] = [];
+  const log: CapturedLog = {
+    lines,
+    info: (message, fields) => void lines.push({ level: "info", message, fields }),
+    warn: (message, fields) => void lines.push({ level: "warn", message, fields }),
+    error: (message, fields) => void lines.push({ level: "error", message, fields }),
+    request: (fields) => void lines.push({ level: "info", message: "request", fields }),
+    child: () => log,
+  };
+  return log;
+}
+
+let sequence = 0;
+
+/** A generation whose cost parts add up; override anything. */
+export function makeGeneration(accountId: string, keyId: string, overrides: Partial<Generation> = {}): Generation {
+  sequence += 1;
+  const inputCost = overrides.inputCost ?? 1_000;
+  const outputCost = overrides.outputCost ?? 2_000;
+  return {
+    id: `gen-${crypto.randomUUID().replaceAll("-", "")}`,
+    responseId: `chatcmpl-${sequence}-${crypto.randomUUID()}`,
+    accountId,
+    keyId,
+    model: "gpt-test",
+    provider: "fake",
+    ingress: "openai-chat",
+    stream: false,
+    status: "success",
+    errorCode: null,
+    createdAt: Date.now(),
+    latencyMs: 120,
+    timeToFirstTokenMs: 40,
+    promptTokens: 10,
+    completionTokens: 20,
+    cachedTokens: 2,
+    cacheWriteTokens: 1,
+    reasoningTokens: 3,
+    inputCost,
+    cacheReadCost: 0,
+    cacheWriteCost: 0,
+    outputCost,
+    totalCost: inputCost + outputCost,
+    ...overrides,
+  };
+}
