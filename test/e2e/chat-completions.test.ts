@@ -54,7 +54,7 @@ describe("GET /v1/models", () => {
   it("refuses a missing key with 401 authentication_error", async () => {
     const response = await fetch(`${t.url}/v1/models`);
     expect(response.status).toBe(401);
-    expect((await response.json()).error).toMatchObject({ type: "authentication_error", code: "invalid_api_key" });
+    expect(((await response.json()) as any).error).toMatchObject({ type: "authentication_error", code: "invalid_api_key" });
   });
 });
 
@@ -193,7 +193,7 @@ describe("bad input is refused with a clear error, no upstream call, no charge a
       t.fake.reset();
       const response = await send(key);
       expect(response.status).toBe(status);
-      const body = await response.json();
+      const body = (await response.json()) as any;
       expect(body.error.code).toBe(code);
       expect(typeof body.error.message).toBe("string");
       expect(body.error.type).toBe("invalid_request_error");

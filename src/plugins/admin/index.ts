@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { AuthenticationError, InvalidRequestError, NotFoundError } from "../../core/errors.ts";
+import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import type { ApiKey, Generation } from "../storage/repository.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
@@ -39,6 +39,16 @@ export default definePlugin({
     return {
       routes(app) {
         const detail = (summary: string) => ({ detail: { summary, tags: ["admin"] } });
+        // Authenticate before body parsing and validation: without a valid token, every /admin/ request
+        // is a 401 (never a 400 that reveals the schema). The per-route requireAdmin stays as a backstop.
+        app.onRequest(function requireAdminToken({ request }) {
+          if (!new URL(request.url).pathname.startsWith("/admin/")) return;
+          try {
+            requireAdmin(request);
+          } catch (error) {
+            return errorResponse(error as AuthenticationError);
+          }
+        });
         app
           .post(
             "/admin/v1/accounts",
@@ -130,7 +140,7 @@ export default definePlugin({
             async ({ request, params, query }) => {
               requireAdmin(request);
               await existingAccount(params.id);
-              const limit = query.limit ?? 50;
+              const limit = parseLimit(query.limit);
               const before = parseCursor(query.before);
               const rows = await store.listGenerations(params.id, { limit, before });
               const last = rows[rows.length - 1];
@@ -151,6 +161,13 @@ function parseAmount(amount: number | string) {
   } catch (error) {
     throw new InvalidRequestError(`invalid amount: ${(error as Error).message}`, { param: "amount" });
   }
+}
+
+function parseLimit(limit: string | undefined): number {
+  if (limit === undefined || limit === "") return 50;
+  const value = /^\d+$/.test(limit) ? Number(limit) : NaN;
+  if (!(value >= 1 && value <= 500)) throw new InvalidRequestError("limit must be an integer from 1 to 500", { param: "limit" });
+  return value;
 }
 
 function parseCursor(before: string | undefined): number | undefined {

@@ -1,0 +1,92 @@
+import { Type } from "@sinclair/typebox";
+import { definePlugin } from "../../core/plugin.ts";
+import { GatewayError, InvalidRequestError, NotFoundError, RateLimitError, UnavailableError } from "../../core/errors.ts";
+import { createSecondWindowCounter } from "../../core/window-counter.ts";
+import type { Principal } from "../auth/principal.ts";
+import { usageWindow } from "./dates.ts";
+import { creditsView, generationView, keyView, usageReportView } from "./views.ts";
+
+/** A request id (gen-…) or a chat-completion id: printable, no spaces, bounded. */
+const GENERATION_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
+
+/** GET /v1/generation, /v1/usage, /v1/credits, /v1/key: how clients reconcile their spend. */
+export default definePlugin({
+  name: "cost-api",
+  requires: ["storage", "auth"],
+  configSchema: Type.Object({
+    /** Per calling key, separate from inference limits (spec: about 30 per second). */
+    requests_per_second: Type.Integer({ minimum: 0, default: 30 }),
+  }),
+  setup(config, host) {
+    const store = host.service("storage");
+    const auth = host.service("auth");
+    const withinLimit = config.requests_per_second > 0 ? createSecondWindowCounter(config.requests_per_second) : () => true;
+
+    /** Authenticates, rate-limits, and turns store failures into 503 unavailable. */
+    async function serve<T>(request: Request, answer: (principal: Principal) => Promise<T>): Promise<{ data: T }> {
+      const principal = await auth.authenticate(request.headers);
+      if (!withinLimit(principal.key.id)) {
+        throw new RateLimitError(`the cost and usage endpoints allow ${config.requests_per_second} requests per second per key`, {
+          headers: { "retry-after": "1" },
+        });
+      }
+      try {
+        return { data: await answer(principal) };
+      } catch (error) {
+        if (error instanceof GatewayError) throw error;
+        host.log.error("cost api store failure", { error: String(error) });
+        throw new UnavailableError("account data is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
+      }
+    }
+
+    return {
+      routes(app) {
+        const detail = (summary: string) => ({ detail: { summary, tags: ["cost and usage"] } });
+        app
+          .get(
+            "/v1/generation",
+            ({ request, query }) =>
+              serve(request, async (principal) => {
+                const id = query.id;
+                if (typeof id !== "string" || id === "") throw new InvalidRequestError("the id query parameter is required", { param: "id" });
+                if (!GENERATION_ID.test(id)) throw new InvalidRequestError(`malformed id "${id.slice(0, 80)}"`, { param: "id" });
+                const generation = await store.findGeneration(principal.accountId, id);
+                if (!generation) throw new NotFoundError(`no request "${id}" on this account`);
+                return generationView(generation, principal.key.id);
+              }),
+            detail("One request's cost and usage, by x-gateway-request-id or chat-completion id"),
+          )
+          .get(
+            "/v1/usage",
+            ({ request, query }) =>
+              serve(request, async (principal) => {
+                const scope = query.scope ?? "account";
+                if (scope !== "account" && scope !== "key") throw new InvalidRequestError(`scope must be "account" or "key"`, { param: "scope" });
+                const { startDay, endDay } = usageWindow(query, Date.now());
+                const rows = await store.usageByDay({
+                  accountId: principal.accountId,
+                  keyId: scope === "key" ? principal.key.id : undefined,
+                  startDay,
+                  endDay,
+                });
+                return usageReportView(scope, startDay, endDay, rows);
+              }),
+            detail("Daily usage by model over at most 92 UTC days"),
+          )
+          .get(
+            "/v1/credits",
+            ({ request }) => serve(request, async (principal) => creditsView(await store.accountTotals(principal.accountId))),
+            detail("Credits, usage and balance of the account"),
+          )
+          .get(
+            "/v1/key",
+            ({ request }) =>
+              serve(request, async ({ key }) =>
+                keyView(key, await store.keyUsage(key.id), { requests_per_minute: key.requestsPerMinute, tokens_per_minute: key.tokensPerMinute }),
+              ),
+            detail("The calling key's record"),
+          );
+      },
+    };
+  },
+});

@@ -1,0 +1,256 @@
+import { afterAll, describe, expect, it } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ConfigError, defaultConfigFile, loadConfig } from "../../src/core/config.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const dir = mkdtempSync(join(tmpdir(), "gateway-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+let counter = 0;
+/** Writes a YAML file in the temp folder and returns its absolute path. */
+function yamlFile(text: string): string {
+  const file = join(dir, `config-${++counter}.yaml`);
+  writeFileSync(file, text);
+  return file;
+}
+
+/** The ConfigError `loadConfig` rejects with (fails the test when it resolves or throws something else). */
+async function configError(file: string, env: Record<string, string | undefined> = {}): Promise<ConfigError> {
+  try {
+    await loadConfig(file, env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error(`loadConfig(${file}) did not fail`);
+}
+
+/** A ConfigError message is one line naming the file, then each of `parts`. */
+function expectOneLine(error: ConfigError, file: string, ...parts: string[]) {
+  expect(error.message).not.toContain("\n");
+  expect(error.message.startsWith(`${file}: `)).toBe(true);
+  for (const part of parts) expect(error.message).toContain(part);
+}
+
+const names = (config: Awaited<ReturnType<typeof loadConfig>>) => config.plugins.map((plugin) => plugin.definition.name);
+
+describe("environment expansion", () => {
+  const file = yamlFile(`
+server:
+  port: \${GW_TEST_PORT}
+  hostname: \${GW_TEST_HOST:-127.0.0.9}
+plugins:
+  storage:
+    config:
+      database_url: "sqlite:\${GW_TEST_DIR:-/tmp/default}/gw.db"
+      flush_interval_ms: \${GW_TEST_FLUSH:-7}
+`);
+
+  it("expands ${VAR} and ${VAR:-default}, inside longer strings too, and converts numbers", async () => {
+    const config = await loadConfig(file, { GW_TEST_PORT: "8123", GW_TEST_DIR: "/srv/data" });
+    expect(config.file).toBe(file);
+    expect(config.server.port).toBe(8123);
+    expect(config.server.hostname).toBe("127.0.0.9");
+    expect(config.server.drain_timeout_ms).toBe(30_000);
+    expect(names(config)).toEqual(["storage"]);
+    expect(config.plugins[0]!.config).toMatchObject({ database_url: "sqlite:/srv/data/gw.db", flush_interval_ms: 7 });
+  });
+
+  it("lets a set variable win over the default, and treats an empty one as unset", async () => {
+    const config = await loadConfig(file, { GW_TEST_PORT: "1", GW_TEST_HOST: "", GW_TEST_FLUSH: "25", GW_TEST_DIR: "/d" });
+    expect(config.server.hostname).toBe("127.0.0.9");
+    expect(config.plugins[0]!.config).toMatchObject({ flush_interval_ms: 25, database_url: "sqlite:/d/gw.db" });
+  });
+
+  it("names a missing variable without default in a one-line ConfigError", async () => {
+    const error = await configError(file, {});
+    expectOneLine(error, file, "GW_TEST_PORT", "not set");
+    const empty = await configError(file, { GW_TEST_PORT: "" });
+    expect(empty.message).toContain("GW_TEST_PORT");
+  });
+
+  it("checks the expanded server block", async () => {
+    const error = await configError(file, { GW_TEST_PORT: "eighty" });
+    expectOneLine(error, file, "server", "/port");
+  });
+});
+
+describe("defaultConfigFile", () => {
+  it("honours GATEWAY_CONFIG and falls back to plugins-config.yaml", () => {
+    expect(defaultConfigFile({ GATEWAY_CONFIG: "/etc/gateway/custom.yaml" })).toBe("/etc/gateway/custom.yaml");
+    expect(defaultConfigFile({})).toBe("plugins-config.yaml");
+    expect(defaultConfigFile({ GATEWAY_CONFIG: "" })).toBe("plugins-config.yaml");
+  });
+});
+
+describe("the shipped plugins-config.yaml", () => {
+  const shipped = join(ROOT, "plugins-config.yaml");
+
+  it("loads with an empty environment: every plugin but the sandbox, in file order", async () => {
+    const config = await loadConfig(shipped, {});
+    expect(config.server).toMatchObject({ port: 3000, hostname: "0.0.0.0", max_body_bytes: 52_428_800 });
+    // Other plugins join the file over time: check the sandbox is off and the core ones keep their order.
+    const enabled = names(config);
+    expect(enabled).not.toContain("sandbox");
+    expect(enabled[0]).toBe("edge-rate-limit");
+    const core = ["storage", "auth", "catalog", "admin", "allowlist", "metering", "chat-completions", "openai", "openai-compatible"];
+    const positions = core.map((name) => enabled.indexOf(name));
+    expect(positions.every((position) => position > 0)).toBe(true);
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+    expect(config.plugins[0]!.config).toEqual({ requests_per_second: 60 });
+  });
+
+  it('enables the sandbox from enabled: "${GATEWAY_SANDBOX:-false}" and takes numbers from strings', async () => {
+    const config = await loadConfig(shipped, { GATEWAY_SANDBOX: "true", PORT: "8080", EDGE_RATE_LIMIT_RPS: "0" });
+    expect(names(config)).toContain("sandbox");
+    expect(names(config).indexOf("sandbox")).toBe(names(config).indexOf("allowlist") + 1);
+    expect(config.server.port).toBe(8080);
+    expect(config.plugins[0]!.config).toEqual({ requests_per_second: 0 });
+  });
+
+  it("via GATEWAY_CONFIG: the same file loads as defaultConfigFile names it", async () => {
+    const config = await loadConfig(defaultConfigFile({ GATEWAY_CONFIG: shipped }), {});
+    expect(config.file).toBe(shipped);
+  });
+});
+
+describe("enabled flags", () => {
+  const file = yamlFile(`
+plugins:
+  storage: {}
+  auth:
+    enabled: "\${GW_TEST_AUTH:-yes}"
+  catalog:
+    enabled: "\${GW_TEST_SANDBOX:-false}"
+  sandbox:
+    enabled: "\${GW_TEST_SANDBOX:-false}"
+  admin:
+    enabled: false
+    config: { admin_token: 42, unknown: true }
+`);
+
+  it("skips enabled: false plugins without checking their config or requirements", async () => {
+    const config = await loadConfig(file, {});
+    expect(names(config)).toEqual(["storage", "auth"]);
+  });
+
+  it('accepts "${VAR:-false}" style strings (true/false/yes/no/on/off/1/0)', async () => {
+    for (const on of ["true", "TRUE", "1", "on", "yes"]) {
+      expect(names(await loadConfig(file, { GW_TEST_SANDBOX: on }))).toEqual(["storage", "auth", "catalog", "sandbox"]);
+    }
+    for (const off of ["false", "0", "off", "no"]) {
+      expect(names(await loadConfig(file, { GW_TEST_SANDBOX: off }))).toEqual(["storage", "auth"]);
+    }
+  });
+
+  it("refuses a flag that is not a boolean, naming the plugin and the field", async () => {
+    const error = await configError(file, { GW_TEST_AUTH: "maybe" });
+    expectOneLine(error, file, 'plugin "auth"', "/enabled", "maybe");
+  });
+});
+
+describe("plugin config errors: one line naming the file, the plugin and the field", () => {
+  it("a number field given a word", async () => {
+    const file = yamlFile(`plugins:\n  storage:\n    config:\n      flush_interval_ms: "soon"\n`);
+    expectOneLine(await configError(file), file, 'plugin "storage"', "/flush_interval_ms");
+  });
+
+  it("a number out of range", async () => {
+    const file = yamlFile(`plugins:\n  storage:\n    config:\n      max_batch: 0\n`);
+    expectOneLine(await configError(file), file, 'plugin "storage"', "/max_batch");
+  });
+
+  it("an unknown field in a closed schema", async () => {
+    const file = yamlFile(`plugins:\n  storage:\n    config:\n      flush_every: 5\n`);
+    expectOneLine(await configError(file), file, 'plugin "storage"', "flush_every");
+  });
+
+  it("an unknown plugin name", async () => {
+    const file = yamlFile(`plugins:\n  storage: {}\n  no-such-plugin:\n    enabled: true\n`);
+    expectOneLine(await configError(file), file, 'plugin "no-such-plugin"', "src/plugins/no-such-plugin");
+  });
+
+  it("a plugin name that is not a kebab-case folder name", async () => {
+    const file = yamlFile(`plugins:\n  "../storage": {}\n`);
+    expectOneLine(await configError(file), file, 'plugin "../storage"', "kebab-case");
+  });
+
+  it("a provider base_url without http(s)://", async () => {
+    const file = yamlFile(`plugins:\n  openai:\n    config:\n      base_url: api.openai.com/v1\n      api_key_env: OPENAI_API_KEY\n`);
+    expectOneLine(await configError(file), file, 'plugin "openai"', "/base_url");
+  });
+
+  it("a nested upstream base_url of openai-compatible", async () => {
+    const file = yamlFile(`plugins:
+  openai-compatible:
+    config:
+      upstreams:
+        deepseek: { base_url: "\${DS_URL:-ftp://api.deepseek.com}", api_key_env: DEEPSEEK_API_KEY }
+`);
+    expectOneLine(await configError(file), file, 'plugin "openai-compatible"', "/upstreams/deepseek/base_url");
+    const config = await loadConfig(file, { DS_URL: "https://api.deepseek.com" });
+    expect(config.plugins[0]!.config).toEqual({ upstreams: { deepseek: { base_url: "https://api.deepseek.com", api_key_env: "DEEPSEEK_API_KEY" } } });
+  });
+
+  it("a missing required field", async () => {
+    const file = yamlFile(`plugins:\n  openai:\n    config:\n      base_url: https://api.openai.com/v1\n`);
+    expectOneLine(await configError(file), file, 'plugin "openai"', "api_key_env");
+  });
+
+  it("malformed YAML and a file that is not there", async () => {
+    const broken = yamlFile(`plugins:\n  storage: {\n    config: [\n`);
+    expectOneLine(await configError(broken), broken, "invalid YAML");
+    const missing = join(dir, "missing.yaml");
+    expectOneLine(await configError(missing), missing, "not found");
+  });
+
+  it("plugins that is not a mapping", async () => {
+    const file = yamlFile(`plugins:\n  - storage\n  - auth\n`);
+    expectOneLine(await configError(file), file, '"plugins"');
+  });
+});
+
+describe("requires", () => {
+  it("refuses a plugin whose required plugin is missing", async () => {
+    const file = yamlFile(`plugins:\n  storage: {}\n  sandbox:\n    enabled: true\n`);
+    expectOneLine(await configError(file), file, 'plugin "sandbox"', 'requires plugin "catalog"');
+  });
+
+  it("refuses a plugin whose required plugin comes later", async () => {
+    const file = yamlFile(`plugins:\n  auth: {}\n  storage: {}\n`);
+    expectOneLine(await configError(file), file, 'plugin "auth"', 'requires plugin "storage"');
+  });
+
+  it("refuses a plugin whose required plugin is disabled", async () => {
+    const file = yamlFile(`plugins:\n  storage:\n    enabled: "\${GW_TEST_STORAGE:-off}"\n  auth: {}\n`);
+    expectOneLine(await configError(file), file, 'plugin "auth"', 'requires plugin "storage"');
+    expect(names(await loadConfig(file, { GW_TEST_STORAGE: "on" }))).toEqual(["storage", "auth"]);
+  });
+});
+
+describe("the real process with a bad configuration", () => {
+  it("exits non-zero with exactly one stderr line naming the file, the plugin and the field", async () => {
+    const file = yamlFile(`server:\n  port: 0\n  hostname: 127.0.0.1\nplugins:\n  storage:\n    config:\n      flush_interval_ms: soon\n`);
+    const child = Bun.spawn([process.execPath, "src/index.ts"], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? dir, GATEWAY_CONFIG: file },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+    try {
+      const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+      expect(code).not.toBe(0);
+      const lines = stderr.split("\n").filter((line) => line.trim() !== "");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(file);
+      expect(lines[0]).toContain('plugin "storage"');
+      expect(lines[0]).toContain("/flush_interval_ms");
+    } finally {
+      clearTimeout(timer);
+      child.kill("SIGKILL");
+    }
+  });
+});
