@@ -24,7 +24,7 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
     })
     .onError(function mapError({ code, error }) {
       if (error instanceof GatewayError) return errorResponse(error);
-      if (code === "VALIDATION") return errorResponse(new InvalidRequestError(validationMessage(error)));
+      if (code === "VALIDATION") return errorResponse(validationError(error));
       if (code === "PARSE") return errorResponse(new InvalidRequestError("request body is not valid JSON"));
       if (code === "NOT_FOUND") return errorResponse(new NotFoundError("no such endpoint"));
       log.error("unhandled route error", { error: String((error as Error)?.stack ?? error) });
@@ -55,12 +55,15 @@ export function clientAddress(server: { requestIP(request: Request): { address: 
   return server?.requestIP(request)?.address ?? "unknown";
 }
 
-function validationMessage(error: unknown): string {
-  const detail = error as { all?: { path?: string; summary?: string; message?: string }[]; message?: string };
+function validationError(error: unknown): InvalidRequestError {
+  const detail = error as { all?: { path?: string; summary?: string; message?: string; schema?: { error?: unknown } }[] };
   const first = detail.all?.[0];
   if (first) {
     const field = (first.path ?? "").replace(/^\//, "").replaceAll("/", ".") || "body";
-    return `invalid ${field}: ${first.summary ?? first.message ?? "does not match the schema"}`;
+    // A schema's own `error` text (e.g. the allowed values of a union) says more than the generic summary.
+    const custom = typeof first.schema?.error === "string" ? first.schema.error : undefined;
+    const message = `invalid ${field}: ${custom ?? first.summary ?? first.message ?? "does not match the schema"}`;
+    return new InvalidRequestError(message, { param: field === "body" ? undefined : field });
   }
-  return "request does not match the schema";
+  return new InvalidRequestError("request does not match the schema");
 }

@@ -1,4 +1,4 @@
-import { loadConfig, defaultConfigFile, type GatewayConfig } from "./config.ts";
+import { loadConfig, defaultConfigFile, ConfigError, type GatewayConfig } from "./config.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { Pipeline, type Stage } from "./pipeline.ts";
 import { createApp } from "./app.ts";
@@ -64,7 +64,16 @@ async function setupPlugins(config: GatewayConfig, env: Record<string, string | 
     },
   };
   for (const { definition, config: pluginConfig } of config.plugins) {
-    const instance = await definition.setup(pluginConfig as never, { ...host, log: log.child(definition.name) });
+    let instance: Stage["instance"];
+    try {
+      instance = await definition.setup(pluginConfig as never, { ...host, log: log.child(definition.name) });
+    } catch (error) {
+      // A plugin that cannot start (bad database_url, missing catalog file ...): close the ones already
+      // set up, and report it like a configuration error, on one line naming the file and the plugin.
+      for (const stage of [...stages].reverse()) await (async () => stage.instance.close?.())().catch(() => {});
+      const message = String((error as Error)?.message ?? error).split("\n")[0];
+      throw new ConfigError(`${config.file}: plugin "${definition.name}": setup failed: ${message}`, { cause: error });
+    }
     if (instance.provides !== undefined) provided.set(definition.name, instance.provides);
     stages.push({ name: definition.name, instance });
   }

@@ -41,7 +41,7 @@ describe("health, readiness, docs, unknown paths", () => {
   it("/swagger/json lists the chat endpoint, the models list, health and the admin paths", async () => {
     const response = await fetch(`${t.url}/swagger/json`);
     expect(response.status).toBe(200);
-    const document = await response.json();
+    const document = (await response.json()) as any;
     expect(document.openapi).toMatch(/^3\./);
     const paths = Object.keys(document.paths);
     for (const path of [
@@ -71,7 +71,7 @@ describe("health, readiness, docs, unknown paths", () => {
       const response = await fetch(`${t.url}${path}`, { method });
       expect(response.status).toBe(404);
       expect(response.headers.get("content-type")).toContain("application/json");
-      const body = await response.json();
+      const body = (await response.json()) as any;
       expect(body.error).toMatchObject({ type: "not_found_error", code: "not_found" });
       expect(typeof body.error.message).toBe("string");
     }
@@ -97,7 +97,7 @@ describe("edge rate limit", () => {
       for (const response of refused) {
         expect(response.status).toBe(429);
         expect(response.headers.get("retry-after")).toBe("1");
-        const body = await response.json();
+        const body = (await response.json()) as any;
         expect(body.error).toMatchObject({ code: "rate_limit_exceeded", type: "rate_limit_error" });
         expect(body.error.message).toContain("5 requests per second");
       }
@@ -106,7 +106,7 @@ describe("edge rate limit", () => {
       await nextSecond();
       const recovered = await models();
       expect(recovered.status).toBe(200);
-      expect((await recovered.json()).object).toBe("list");
+      expect(((await recovered.json()) as any).object).toBe("list");
       expect((await health()).status).toBe(200);
     } finally {
       await t.stop();

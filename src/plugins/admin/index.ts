@@ -113,7 +113,7 @@ export default definePlugin({
                 name: body.name,
                 keyHash: hashApiKey(secret),
                 label: maskApiKey(secret),
-                limit: body.limit == null ? null : parseAmount(body.limit),
+                limit: body.limit == null ? null : parseAmount(body.limit, "limit"),
                 models,
                 requestsPerMinute: body.rate_limit?.requests_per_minute ?? null,
                 tokensPerMinute: body.rate_limit?.tokens_per_minute ?? null,
@@ -153,13 +153,13 @@ export default definePlugin({
   },
 });
 
-function parseAmount(amount: number | string) {
+function parseAmount(amount: number | string, field = "amount") {
   try {
     const nano = usdToNano(amount);
-    if (nano <= 0) throw new RangeError("amount must be positive");
+    if (nano <= 0) throw new RangeError("must be positive");
     return nano;
   } catch (error) {
-    throw new InvalidRequestError(`invalid amount: ${(error as Error).message}`, { param: "amount" });
+    throw new InvalidRequestError(`invalid ${field}: ${(error as Error).message}`, { param: field });
   }
 }
 

@@ -4,7 +4,9 @@ export const CreateAccountBody = t.Object({ name: t.String({ minLength: 1, maxLe
 
 export const CreditBody = t.Object({
   amount: t.Union([t.Number({ exclusiveMinimum: 0 }), t.String({ pattern: "^\\d+(\\.\\d+)?$" })]),
-  kind: t.Union([t.Literal("card"), t.Literal("usdt"), t.Literal("bonus"), t.Literal("voucher"), t.Literal("promotional")]),
+  kind: t.Union([t.Literal("card"), t.Literal("usdt"), t.Literal("bonus"), t.Literal("voucher"), t.Literal("promotional")], {
+    error: "kind must be one of card, usdt, bonus, voucher, promotional",
+  }),
   reference: t.String({ minLength: 1, maxLength: 200 }),
 });
 

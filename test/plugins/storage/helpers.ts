@@ -1,12 +1,21 @@
 import { Database } from "bun:sqlite";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "../../../src/core/log.ts";
 import type { Generation } from "../../../src/plugins/storage/repository.ts";
 
+const tempDirs: string[] = [];
+
+/** A database path in a fresh temp dir, under a directory that does not exist yet. */
 export function tempDbPath(): string {
-  return join(mkdtempSync(join(tmpdir(), "gw-storage-")), "nested", "gateway.db");
+  const dir = mkdtempSync(join(tmpdir(), "gw-storage-"));
+  tempDirs.push(dir);
+  return join(dir, "nested", "gateway.db");
+}
+
+export function removeTempDirs(): void {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 }
 
 /** Raw SQL against the file through a separate connection: what is really committed. */

@@ -1,4 +1,4 @@
-import type { Generation, UsageCounters } from "../repository.ts";
+import type { Generation, UsageCounters, UsageRow } from "../repository.ts";
 
 const DAY_MS = 86_400_000;
 let cachedDayNumber = Number.NaN;
@@ -102,4 +102,29 @@ export class PendingGenerations {
   keySpend(keyId: string): number {
     return this.keyUsage.get(keyId) ?? 0;
   }
+}
+
+/** Daily roll-ups read from the store plus the queued generations of the same scope, sorted by day, model. */
+export function withPendingUsage(
+  rows: UsageRow[],
+  queue: readonly Generation[],
+  scope: { accountId: string; keyId?: string; startDay: string; endDay: string },
+): UsageRow[] {
+  if (queue.length === 0) return rows;
+  const byDayModel = new Map(rows.map((row) => [row.day + "\u0000" + row.model, row]));
+  for (const g of queue) {
+    if (g.accountId !== scope.accountId || (scope.keyId !== undefined && g.keyId !== scope.keyId)) continue;
+    const day = utcDay(g.createdAt);
+    if (day < scope.startDay || day > scope.endDay) continue;
+    const key = day + "\u0000" + g.model;
+    let row = byDayModel.get(key);
+    if (row === undefined) {
+      row = { day, model: g.model, ...emptyCounters() };
+      byDayModel.set(key, row);
+    }
+    addToCounters(row, g);
+  }
+  return [...byDayModel.values()].sort((a, b) =>
+    a.day !== b.day ? (a.day < b.day ? -1 : 1) : a.model < b.model ? -1 : a.model > b.model ? 1 : 0,
+  );
 }

@@ -17,7 +17,8 @@ import {
 import { newId } from "./ids.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { openSqlite, type OpenSqliteOptions } from "./open.ts";
-import { PendingGenerations, addToCounters, emptyCounters, utcDay } from "./pending.ts";
+import { createGroupCommit } from "./group-commit.ts";
+import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
 
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
@@ -29,15 +30,7 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
 }
 
 const PAID_KINDS = new Set<string>(["card", "usdt"]);
-const MAX_RETRY_DELAY_MS = 1000;
 const p = sql.placeholder;
-
-/** SQLite errors that say "this row can never be written" (others are retried). */
-function isPermanent(error: unknown): boolean {
-  const code = (error as Partial<SQLiteError> | null)?.code;
-  if (typeof code !== "string") return !(error instanceof Error && /closed database/i.test(error.message));
-  return /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
-}
 
 function isUniqueViolation(error: unknown): boolean {
   return (error as Partial<SQLiteError> | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
@@ -102,71 +95,13 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .prepare();
 
   let closed = false;
-  let timer: ReturnType<typeof setTimeout> | null = null;
-  let immediate: ReturnType<typeof setImmediate> | null = null;
-  let failures = 0;
+  const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
 
   function totalsOf(accountId: string): AccountTotals {
     const row = selectTotals.get({ id: accountId });
     const credits = row?.credits ?? 0;
     const debits = (row?.debits ?? 0) + pending.accountDebits(accountId);
     return { credits, debits, balance: credits - debits, paidCredits: row?.paid ?? 0 };
-  }
-
-  /** Drops a generation that can never be stored, after logging it whole so nothing is lost silently. */
-  function deadLetter(g: Generation, error: unknown): void {
-    log.error("generation rejected by the store; logged here instead", { generation: g, error: String(error) });
-    pending.settle(1);
-  }
-
-  /** Commits the queue in transactions of `maxBatch`; throws on a failure that may pass (queue kept). */
-  function writeQueued(): void {
-    while (pending.size > 0) {
-      const batch = pending.queue.slice(0, maxBatch);
-      try {
-        writer.write(batch);
-        pending.settle(batch.length);
-      } catch (error) {
-        if (!isPermanent(error)) throw error;
-        // A poison row: write the batch one by one so only the bad rows are set aside.
-        for (const g of batch) {
-          try {
-            writer.write([g]);
-            pending.settle(1);
-          } catch (rowError) {
-            if (!isPermanent(rowError)) throw rowError;
-            deadLetter(g, rowError);
-          }
-        }
-      }
-    }
-  }
-
-  function tick(): void {
-    timer = null;
-    immediate = null;
-    if (closed || pending.size === 0) return;
-    try {
-      writeQueued();
-      if (failures > 0) log.info("metering writes resumed", { afterFailures: failures });
-      failures = 0;
-    } catch (error) {
-      failures += 1;
-      const retryMs = Math.min(MAX_RETRY_DELAY_MS, flushIntervalMs * 2 ** failures);
-      log.error("metering flush failed; batch kept, retrying", {
-        queued: pending.size,
-        failures,
-        retryMs,
-        error: String(error),
-      });
-      schedule(retryMs);
-    }
-  }
-
-  function schedule(delayMs: number): void {
-    if (timer !== null || closed) return;
-    timer = setTimeout(tick, delayMs);
-    timer.unref?.();
   }
 
   function assertOpen(): void {
@@ -295,12 +230,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     recordGeneration(generation) {
       assertOpen();
       checkGeneration(generation);
-      if (!pending.add({ ...generation })) return;
-      if (pending.size >= maxBatch) {
-        immediate ??= setImmediate(tick);
-      } else {
-        schedule(flushIntervalMs);
-      }
+      commits.record({ ...generation });
     },
 
     async findGeneration(accountId, id) {
@@ -349,23 +279,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
         .orderBy(asc(usageDaily.day), asc(usageDaily.model))
         .all()
         .map((row) => ({ ...row, cost: Number(row.cost) }));
-      if (pending.size === 0) return rows;
-      const byDayModel = new Map(rows.map((row) => [row.day + "\u0000" + row.model, row]));
-      for (const g of pending.queue) {
-        if (g.accountId !== accountId || (keyId !== undefined && g.keyId !== keyId)) continue;
-        const day = utcDay(g.createdAt);
-        if (day < startDay || day > endDay) continue;
-        const key = day + "\u0000" + g.model;
-        let row = byDayModel.get(key);
-        if (row === undefined) {
-          row = { day, model: g.model, ...emptyCounters() };
-          byDayModel.set(key, row);
-        }
-        addToCounters(row, g);
-      }
-      return [...byDayModel.values()].sort((a, b) =>
-        a.day !== b.day ? (a.day < b.day ? -1 : 1) : a.model < b.model ? -1 : a.model > b.model ? 1 : 0,
-      );
+      return withPendingUsage(rows, pending.queue, { accountId, keyId, startDay, endDay });
     },
 
     async getSetting(name) {
@@ -378,14 +292,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
 
     async flush() {
-      if (closed || pending.size === 0) return;
-      try {
-        writeQueued();
-        failures = 0;
-      } catch (error) {
-        schedule(flushIntervalMs);
-        throw new UnavailableError("storage could not write metered generations; they stay queued", { cause: error });
-      }
+      if (!closed) commits.flush();
     },
 
     async ping() {
@@ -399,25 +306,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async close() {
       if (closed) return;
-      for (let attempt = 1; pending.size > 0; attempt += 1) {
-        try {
-          writeQueued();
-        } catch (error) {
-          if (attempt >= 3) {
-            log.error("closing with generations that could not be written; logged here instead", {
-              generations: pending.queue,
-              error: String(error),
-            });
-            break;
-          }
-          await Bun.sleep(100 * attempt);
-        }
-      }
-      closed = true;
-      if (timer !== null) clearTimeout(timer);
-      if (immediate !== null) clearImmediate(immediate);
-      timer = null;
-      immediate = null;
+      closed = true; // new writes are refused from here; reads keep working until the file closes
+      await commits.stop();
       client.close();
     },
   };

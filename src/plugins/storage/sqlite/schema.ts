@@ -112,6 +112,7 @@ export const ledgerEntries = sqliteTable(
     check("ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage')`),
     check(
       "ledger_sign_check",
+      // A usage debit is negative and names its generation (the writer sets reference = generation id).
       sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} <> 'usage' and ${t.amountNano} > 0)`,
     ),
   ],

@@ -1,0 +1,255 @@
+import { afterAll, beforeAll, describe, expect, it } from "bun:test";
+import { Database } from "bun:sqlite";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
+import { usdToNano } from "../../src/core/money.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const BUN = join(ROOT, "node_modules/.bin/bun");
+const ADMIN_TOKEN = "graceful-stop-admin-token";
+const MODEL = "gpt-6-luna";
+const REQUESTS = 60;
+const CREDIT_USD = 10;
+
+function freePort(): number {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
+}
+
+async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await condition()) return;
+    await Bun.sleep(5);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+interface Outcome {
+  index: number;
+  stream: boolean;
+  status: number;
+  requestId: string | null;
+  /** Non-streaming: the x-gateway-cost header in nano-USD. */
+  headerCost: number | null;
+  complete: boolean;
+  error?: string;
+}
+
+let dir: string;
+let fake: FakeUpstream;
+let child: Subprocess<"ignore", "pipe", "pipe"> | undefined;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "gateway-graceful-"));
+  fake = await startFakeUpstream();
+});
+
+afterAll(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  await child?.exited;
+  await fake?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("graceful stop of the real process", () => {
+  it("SIGTERM drains every accepted request, exits 0 and leaves generations and ledger consistent", async () => {
+    const port = freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const dbFile = join(dir, "gw.db");
+    child = Bun.spawn([BUN, "src/index.ts"], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? dir,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        DATABASE_URL: `sqlite:${dbFile}`,
+        EDGE_RATE_LIMIT_RPS: "0",
+        GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+        OPENAI_BASE_URL: `${fake.url}/v1`,
+        OPENAI_API_KEY: "x",
+        GATEWAY_LOG: "silent",
+      },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const stderr = new Response(child.stderr).text();
+    const stdout = new Response(child.stdout).text();
+
+    await waitFor(
+      async () => {
+        if (child!.exitCode !== null) throw new Error(`gateway exited early (${child!.exitCode}): ${await stderr}`);
+        return fetch(`${url}/ready`).then((response) => response.status === 200, () => false);
+      },
+      5_000,
+      "GET /ready",
+    );
+
+    const admin = async (path: string, body: unknown) => {
+      const response = await fetch(url + path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      const json = (await response.json()) as any;
+      if (response.status !== 201) throw new Error(`${path}: ${response.status} ${JSON.stringify(json)}`);
+      return json.data;
+    };
+    const account = await admin("/admin/v1/accounts", { name: "graceful" });
+    await admin(`/admin/v1/accounts/${account.id}/credits`, { amount: CREDIT_USD, kind: "card", reference: "graceful-credit" });
+    const { key } = await admin(`/admin/v1/accounts/${account.id}/keys`, { name: "graceful key" });
+
+    fake.reset();
+    const started = performance.now();
+    const inFlight: Promise<Outcome>[] = [];
+    for (let index = 0; index < REQUESTS; index++) {
+      const stream = index % 2 === 1;
+      // Non-streaming: the upstream waits 300-460 ms. Streaming: 7 events 50-70 ms apart (~300-420 ms).
+      const directive = stream ? { chunk_delay_ms: 50 + (index % 3) * 10 } : { delay_ms: 300 + (index % 5) * 40 };
+      const body = {
+        model: MODEL,
+        messages: [{ role: "user", content: `request ${index} [[fake ${JSON.stringify(directive)}]]` }],
+        ...(stream ? { stream: true, ...(index % 4 === 1 ? { stream_options: { include_usage: true } } : {}) } : {}),
+      };
+      inFlight.push(send(url, key, index, stream, body));
+    }
+
+    // Every request has reached the upstream: it was accepted and is now in flight.
+    await waitFor(() => fake.requests.length === REQUESTS, 3_000, "all requests at the upstream");
+    child.kill("SIGTERM");
+    const signalledAt = performance.now();
+    // Once the signal is handled, new connections are refused while the accepted requests drain.
+    await Bun.sleep(50);
+    const late = await fetch(`${url}/health`, { keepalive: false }).then(
+      (response) => `answered ${response.status}`,
+      (error) => String(error),
+    );
+    expect(late).toContain("ECONNREFUSED");
+
+    const outcomes = await Promise.all(inFlight);
+    const exitCode = await Promise.race([child.exited, Bun.sleep(5_000).then(() => "timeout" as const)]);
+    const stoppedAt = performance.now();
+
+    const failures = outcomes.filter((outcome) => outcome.status !== 200 || !outcome.complete);
+    expect(failures).toEqual([]);
+    expect(exitCode).toBe(0);
+    expect(await stderr).toBe("");
+    expect(await stdout).toBe("");
+    // The requests were really in flight when the signal came, and the drain waited for them.
+    expect(signalledAt - started).toBeLessThan(300);
+    expect(stoppedAt - signalledAt).toBeGreaterThan(100);
+
+    const successful = outcomes.length;
+    const db = new Database(dbFile, { readonly: true });
+    try {
+      const generations = db
+        .query<{ id: string; stream: number; status: string; total_cost_nano: number; prompt_tokens: number; completion_tokens: number }, []>(
+          "SELECT id, stream, status, total_cost_nano, prompt_tokens, completion_tokens FROM generations",
+        )
+        .all();
+      expect(generations).toHaveLength(successful);
+      const byId = new Map(generations.map((row) => [row.id, row]));
+      for (const outcome of outcomes) {
+        const row = byId.get(outcome.requestId!);
+        expect(row).toBeDefined();
+        expect(row!.status).toBe("success");
+        expect(row!.stream).toBe(outcome.stream ? 1 : 0);
+        expect(row!.prompt_tokens).toBeGreaterThan(0);
+        if (!outcome.stream) expect(row!.total_cost_nano).toBe(outcome.headerCost!);
+      }
+
+      // Every generation with a cost has exactly one usage debit of the same amount; no debit without one.
+      const debits = db
+        .query<{ id: string; total_cost_nano: number; debits: number; amount: number | null }, []>(
+          `SELECT g.id, g.total_cost_nano, COUNT(l.id) AS debits, SUM(l.amount_nano) AS amount
+             FROM generations g LEFT JOIN ledger_entries l ON l.generation_id = g.id AND l.kind = 'usage'
+            GROUP BY g.id`,
+        )
+        .all();
+      for (const row of debits) {
+        if (row.total_cost_nano > 0) {
+          expect(row.debits).toBe(1);
+          expect(row.amount).toBe(-row.total_cost_nano);
+        } else {
+          expect(row.debits).toBe(0);
+        }
+      }
+      expect(debits.filter((row) => row.total_cost_nano > 0)).toHaveLength(successful);
+      const orphans = db
+        .query<{ n: number }, []>(
+          "SELECT COUNT(*) AS n FROM ledger_entries l WHERE l.kind = 'usage' AND NOT EXISTS (SELECT 1 FROM generations g WHERE g.id = l.generation_id)",
+        )
+        .get();
+      expect(orphans!.n).toBe(0);
+
+      // The balance from the ledger alone: credits minus debits.
+      const ledger = db
+        .query<{ credits: number; debits: number }, [string]>(
+          `SELECT COALESCE(SUM(CASE WHEN amount_nano > 0 THEN amount_nano END), 0) AS credits,
+                  COALESCE(SUM(CASE WHEN amount_nano < 0 THEN -amount_nano END), 0) AS debits
+             FROM ledger_entries WHERE account_id = ?`,
+        )
+        .get(account.id)!;
+      const headerCosts = outcomes.filter((outcome) => !outcome.stream).reduce((sum, outcome) => sum + outcome.headerCost!, 0);
+      const streamCosts = outcomes.filter((outcome) => outcome.stream).reduce((sum, outcome) => sum + byId.get(outcome.requestId!)!.total_cost_nano, 0);
+      expect(ledger.credits).toBe(usdToNano(CREDIT_USD));
+      expect(ledger.credits - ledger.debits).toBe(usdToNano(CREDIT_USD) - headerCosts - streamCosts);
+
+      // The maintained totals agree with the ledger.
+      const totals = db
+        .query<{ total_credits_nano: number; total_debits_nano: number }, [string]>(
+          "SELECT total_credits_nano, total_debits_nano FROM accounts WHERE id = ?",
+        )
+        .get(account.id)!;
+      expect(totals).toEqual({ total_credits_nano: ledger.credits, total_debits_nano: ledger.debits });
+    } finally {
+      db.close();
+    }
+  });
+});
+
+async function send(url: string, key: string, index: number, stream: boolean, body: unknown): Promise<Outcome> {
+  const outcome: Outcome = { index, stream, status: 0, requestId: null, headerCost: null, complete: false };
+  try {
+    const response = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    outcome.status = response.status;
+    outcome.requestId = response.headers.get("x-gateway-request-id");
+    const text = await response.text();
+    if (response.status !== 200) {
+      outcome.error = text;
+      return outcome;
+    }
+    if (!stream) {
+      const cost = response.headers.get("x-gateway-cost");
+      outcome.headerCost = cost === null ? null : usdToNano(cost);
+      const json = JSON.parse(text);
+      outcome.complete = json.choices?.[0]?.message?.content === `Hello from ${MODEL}.` && json.usage?.total_tokens > 0 && cost !== null;
+    } else {
+      const data = text
+        .split("\n\n")
+        .filter((frame) => frame.startsWith("data: "))
+        .map((frame) => frame.slice(6));
+      const chunks = data.filter((payload) => payload !== "[DONE]").map((payload) => JSON.parse(payload));
+      const content = chunks.map((chunk) => chunk.choices?.[0]?.delta?.content ?? "").join("");
+      const finished = chunks.some((chunk) => chunk.choices?.[0]?.finish_reason === "stop");
+      const usageWanted = index % 4 === 1;
+      const usageSeen = chunks.some((chunk) => chunk.usage);
+      outcome.complete = data[data.length - 1] === "[DONE]" && content === `Hello from ${MODEL}.` && finished && usageSeen === usageWanted;
+    }
+    if (!outcome.complete) outcome.error = text.slice(0, 500);
+  } catch (error) {
+    outcome.error = String(error);
+  }
+  return outcome;
+}

@@ -1,0 +1,51 @@
+import { afterAll, describe, expect, it } from "bun:test";
+import { existsSync } from "node:fs";
+import type { PluginHost } from "../../../src/core/plugin.ts";
+import storage from "../../../src/plugins/storage/index.ts";
+import { parseDatabaseUrl } from "../../../src/plugins/storage/database-url.ts";
+import type { Repository } from "../../../src/plugins/storage/repository.ts";
+import { captureLog, removeTempDirs, tempDbPath } from "./helpers.ts";
+
+function host(): PluginHost {
+  return {
+    configFile: "plugins-config.yaml",
+    env: {},
+    log: captureLog(),
+    service() {
+      throw new Error("no services in this test");
+    },
+    has: () => false,
+  };
+}
+
+afterAll(removeTempDirs);
+
+describe("storage plugin", () => {
+  it("parses sqlite URLs, bare paths and postgres URLs", () => {
+    expect(parseDatabaseUrl("sqlite:./data/gateway.db")).toEqual({ dialect: "sqlite", path: "./data/gateway.db" });
+    expect(parseDatabaseUrl("sqlite:///var/lib/gw.db")).toEqual({ dialect: "sqlite", path: "/var/lib/gw.db" });
+    expect(parseDatabaseUrl("/var/lib/gw.db")).toEqual({ dialect: "sqlite", path: "/var/lib/gw.db" });
+    expect(parseDatabaseUrl("sqlite::memory:")).toEqual({ dialect: "sqlite", path: ":memory:" });
+    expect(parseDatabaseUrl("postgres://u:p@db:5432/gw")).toEqual({ dialect: "postgres", url: "postgres://u:p@db:5432/gw" });
+    expect(() => parseDatabaseUrl("sqlite:")).toThrow();
+    expect(() => parseDatabaseUrl("mysql://db/gw")).toThrow("unsupported scheme");
+  });
+
+  it("opens and migrates the SQLite file, provides the repository, is ready, and closes", async () => {
+    const path = tempDbPath();
+    const instance = await storage.setup({ database_url: `sqlite:${path}`, flush_interval_ms: 5, max_batch: 512 }, host());
+    expect(existsSync(path)).toBe(true);
+    const repository = instance.provides as Repository;
+    const account = await repository.createAccount("Acme");
+    expect(await repository.getAccount(account.id)).toEqual(account);
+    expect(await instance.ready!()).toBe(true);
+    await instance.close!();
+    expect(await instance.ready!()).toBe(false);
+  });
+
+  it("refuses a Postgres URL for now", async () => {
+    expect(() => storage.setup({ database_url: "postgres://localhost/gw" }, host())).toThrow(
+      "Postgres support arrives with the scale-out work",
+    );
+  });
+});
