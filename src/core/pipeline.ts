@@ -287,9 +287,9 @@ async function readJsonBody(request: Request, maxBytes: number): Promise<Record<
   return body as Record<string, unknown>;
 }
 
-/** A request id: "gen-" and 32 hex characters. */
+/** A request id: "gen-" and 32 hex characters of a time-ordered UUIDv7 (cheap to index in the store). */
 export function newRequestId(): string {
-  return "gen-" + crypto.randomUUID().replaceAll("-", "");
+  return "gen-" + Bun.randomUUIDv7().replaceAll("-", "");
 }
 
 export const REQUEST_ID_PATTERN = /^gen-[0-9a-f]{32}$/;

@@ -417,10 +417,7 @@ describe("GET /admin/v1/accounts/:id/requests", () => {
     expect(new Set(seen).size).toBe(5);
   });
 
-  // BUG (storage/admin): the cursor is created_at alone and rows are taken strictly before it, so a page
-  // boundary between requests of the same millisecond drops the rest of that millisecond. Needs a
-  // compound (created_at, id) cursor. Remove `.failing` once fixed.
-  it.failing("walks requests created in the same millisecond without losing any", async () => {
+  it("walks requests created in the same millisecond without losing any", async () => {
     const { accountId: id, key } = await t.newAccountWithKey({ credit: 10 });
     const client = t.client(key);
     setSystemTime(new Date(Date.now() + 1000));

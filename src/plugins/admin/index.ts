@@ -141,10 +141,9 @@ export default definePlugin({
               requireAdmin(request);
               await existingAccount(params.id);
               const limit = parseLimit(query.limit);
-              const before = parseCursor(query.before);
-              const rows = await store.listGenerations(params.id, { limit, before });
+              const rows = await store.listGenerations(params.id, { limit, ...parseCursor(query.before) });
               const last = rows[rows.length - 1];
-              return { data: rows.map(requestRow), next_before: rows.length === limit && last ? String(last.createdAt) : null };
+              return { data: rows.map(requestRow), next_before: rows.length === limit && last ? `${last.createdAt}_${last.id}` : null };
             },
             { query: RequestsQuery, ...detail("Per-request log, newest first") },
           );
@@ -170,11 +169,14 @@ function parseLimit(limit: string | undefined): number {
   return value;
 }
 
-function parseCursor(before: string | undefined): number | undefined {
-  if (before === undefined || before === "") return undefined;
+/** `before`: a `next_before` cursor ("<epoch ms>_<request id>"), an epoch-ms number or an ISO 8601 time. */
+function parseCursor(before: string | undefined): { before?: number; beforeId?: string } {
+  if (before === undefined || before === "") return {};
+  const cursor = /^(\d+)_(gen-[0-9a-f]{32})$/.exec(before);
+  if (cursor) return { before: Number(cursor[1]), beforeId: cursor[2] };
   const value = /^\d+$/.test(before) ? Number(before) : Date.parse(before);
-  if (!Number.isFinite(value)) throw new InvalidRequestError("before must be an epoch-ms number or an ISO 8601 time", { param: "before" });
-  return value;
+  if (!Number.isFinite(value)) throw new InvalidRequestError("before must be a next_before cursor, an epoch-ms number or an ISO 8601 time", { param: "before" });
+  return { before: value };
 }
 
 function iso(ms: number | null): string | null {

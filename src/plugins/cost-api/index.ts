@@ -24,13 +24,14 @@ export default definePlugin({
 
     /** Authenticates, rate-limits, and turns store failures into 503 unavailable. */
     async function serve<T>(request: Request, answer: (principal: Principal) => Promise<T>): Promise<{ data: T }> {
-      const principal = await auth.authenticate(request.headers);
-      if (!withinLimit(principal.key.id)) {
-        throw new RateLimitError(`the cost and usage endpoints allow ${config.requests_per_second} requests per second per key`, {
-          headers: { "retry-after": "1" },
-        });
-      }
       try {
+        // Verifying the key reads the store too (cache misses): a store failure there is also a 503, not a 500.
+        const principal = await auth.authenticate(request.headers);
+        if (!withinLimit(principal.key.id)) {
+          throw new RateLimitError(`the cost and usage endpoints allow ${config.requests_per_second} requests per second per key`, {
+            headers: { "retry-after": "1" },
+          });
+        }
         return { data: await answer(principal) };
       } catch (error) {
         if (error instanceof GatewayError) throw error;

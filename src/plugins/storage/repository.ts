@@ -94,8 +94,9 @@ export interface Generation {
 
 export interface RequestPage {
   limit: number;
-  /** Only rows created strictly before this epoch-ms time (pagination cursor). */
+  /** Cursor: only rows older than (before, beforeId) in (created_at, id) order. */
   before?: number;
+  beforeId?: string;
 }
 
 /** Counters of the usage report (cost in nano-USD). */

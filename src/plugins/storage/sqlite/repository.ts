@@ -1,4 +1,4 @@
-import { and, asc, between, desc, eq, lt, sql } from "drizzle-orm";
+import { and, asc, between, desc, eq, lt, or, sql } from "drizzle-orm";
 import type { SQLiteError } from "bun:sqlite";
 import { ConflictError, InvalidRequestError, NotFoundError, UnavailableError } from "../../../core/errors.ts";
 import { createLogger, type Logger } from "../../../core/log.ts";
@@ -243,11 +243,19 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       const limit = Math.max(0, Math.floor(page.limit));
       if (limit === 0) return [];
       const before = page.before ?? Number.MAX_SAFE_INTEGER;
-      const queued = pending.queue.filter((g) => g.accountId === accountId && g.createdAt < before);
+      // Cursor (created_at, id): rows of the same millisecond are split by id, none lost between pages.
+      const beforeId = page.beforeId ?? ""; // no id: strictly before the millisecond
+      const older = (g: { createdAt: number; id: string }) => g.createdAt < before || (g.createdAt === before && g.id < beforeId);
+      const queued = pending.queue.filter((g) => g.accountId === accountId && older(g));
       const stored = db
         .select()
         .from(generations)
-        .where(and(eq(generations.accountId, accountId), lt(generations.createdAt, before)))
+        .where(
+          and(
+            eq(generations.accountId, accountId),
+            or(lt(generations.createdAt, before), and(eq(generations.createdAt, before), lt(generations.id, beforeId))),
+          ),
+        )
         .orderBy(desc(generations.createdAt), desc(generations.id))
         .limit(limit)
         .all();
