@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { AuthenticationError, PermissionError } from "../../core/errors.ts";
+import { AuthenticationError, GatewayError, PermissionError, UnavailableError } from "../../core/errors.ts";
 import type { ApiKey } from "../storage/repository.ts";
 import type { AuthService, Principal } from "./principal.ts";
 import { hashApiKey } from "./keys.ts";
@@ -21,7 +21,13 @@ export default definePlugin({
       const now = Date.now();
       const cached = cache.get(hash);
       if (cached && cached.until > now) return cached.key;
-      const key = await store.findKeyByHash(hash);
+      let key: ApiKey | null;
+      try {
+        key = await store.findKeyByHash(hash);
+      } catch (error) {
+        if (error instanceof GatewayError) throw error;
+        throw new UnavailableError("the key store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
+      }
       if (key && key.deletedAt === null) cache.set(hash, { key, until: now + config.cache_ttl_ms });
       else cache.delete(hash);
       return key;
