@@ -14,12 +14,12 @@ export interface RunningGateway {
 
 /** Loads the configuration, sets plugins up in pipeline order and listens. */
 export async function startGateway(
-  options: { configFile?: string; port?: number; log?: Logger; env?: Record<string, string | undefined> } = {},
+  options: { configFile?: string; port?: number; log?: Logger; env?: Record<string, string | undefined>; now?: () => number } = {},
 ): Promise<RunningGateway> {
   const log = options.log ?? createLogger("core");
   const env = options.env ?? process.env;
   const config = await loadConfig(options.configFile ?? defaultConfigFile(env), env);
-  const stages = await setupPlugins(config, env, log);
+  const stages = await setupPlugins(config, env, options.now ?? Date.now, log);
   const pipeline = new Pipeline(stages, config.server, log);
   const app = createApp(stages, pipeline, config.server, log);
   const port = options.port ?? config.server.port;
@@ -50,12 +50,13 @@ export async function startGateway(
   }
 }
 
-async function setupPlugins(config: GatewayConfig, env: Record<string, string | undefined>, log: Logger): Promise<Stage[]> {
+async function setupPlugins(config: GatewayConfig, env: Record<string, string | undefined>, now: () => number, log: Logger): Promise<Stage[]> {
   const stages: Stage[] = [];
   const provided = new Map<string, unknown>();
   const host: PluginHost = {
     configFile: config.file,
     env,
+    now,
     log,
     has: (name) => config.plugins.some((plugin) => plugin.definition.name === name),
     service<K extends keyof Services>(name: K): Services[K] {

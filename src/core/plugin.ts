@@ -33,6 +33,8 @@ export interface PluginHost {
   /** The environment the configuration was expanded from (provider keys are read from it). */
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly log: Logger;
+  /** Wall-clock milliseconds; injectable so time windows are testable without sleeping. */
+  readonly now: () => number;
   /** The `provides` of an earlier plugin in the pipeline; throws when it is not enabled. */
   service<K extends keyof Services>(name: K): Services[K];
   /** Whether a plugin is enabled in this configuration. */

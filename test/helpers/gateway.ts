@@ -22,7 +22,9 @@ export interface TestGateway {
 }
 
 /** A gateway on a random port, a temporary SQLite file and the fake upstream behind every OpenAI-format provider. */
-export async function startTestGateway(options: { env?: Record<string, string>; fake?: FakeUpstream } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  options: { env?: Record<string, string>; fake?: FakeUpstream; now?: () => number; config?: string } = {},
+): Promise<TestGateway> {
   const fake = options.fake ?? (await startFakeUpstream());
   const dataDir = mkdtempSync(join(tmpdir(), "gateway-test-"));
   const env: Record<string, string | undefined> = {
@@ -41,7 +43,7 @@ export async function startTestGateway(options: { env?: Record<string, string>; 
     MISTRAL_API_KEY: "",
     ...options.env,
   };
-  const gateway = await startGateway({ env, port: 0, log: createLogger("test", { silent: true }) });
+  const gateway = await startGateway({ env, port: 0, now: options.now, configFile: options.config, log: createLogger("test", { silent: true }) });
   const url = gateway.url;
 
   async function admin(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {

@@ -1,0 +1,711 @@
+/**
+ * The gateway's overhead against the upstream itself and against a bare Bun proxy, measured in one run.
+ *
+ *   npm run bench                      # full run (a few minutes)
+ *   npm run bench -- --quick           # smoke run: short measurements, 100k usage rows
+ *   npm run bench -- --only nonstream  # one case (or a comma list): nonstream, stream, open-streams, usage
+ *
+ * Prints tables and the issue's goals, writes bench/results.json. See bench/README.md.
+ */
+import autocannon from "autocannon";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import { chatBody, percentile, streamLoop, type OpenStreamsResult } from "./stream-client.ts";
+import { seedUsage, type SeededUsage } from "./seed-usage.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const BUN = process.execPath;
+const CASES = ["nonstream", "stream", "open-streams", "usage"] as const;
+type CaseName = (typeof CASES)[number];
+const UPSTREAM_KEY = "bench-upstream";
+const ADMIN_TOKEN = "bench";
+/** Bun's fetch keeps at most 256 requests in flight per process unless this is set at start-up. */
+const LIFTED_FETCH_CAP = "4096";
+
+// ------------------------------------------------------------------------------------------------
+// Options
+// ------------------------------------------------------------------------------------------------
+
+function parseArgs(argv: string[]) {
+  const quick = argv.includes("--quick");
+  const keep = argv.includes("--keep");
+  if (argv.includes("--help") || argv.includes("-h")) {
+    console.log(
+      "usage: bun bench/run.ts [--quick] [--only nonstream,stream,open-streams,usage] [--duration SECONDS] [--rows N] [--keep]\n" +
+        "  --quick     short measurements and 100k usage rows (smoke run)\n" +
+        "  --only      run only these cases (comma list, or repeat the flag)\n" +
+        "  --duration  seconds per throughput/latency measurement (default 5, quick 1.5)\n" +
+        "  --rows      generation rows for the usage case (default 1,000,000, quick 100,000)\n" +
+        "  --keep      keep the temporary directory (databases) at the end",
+    );
+    process.exit(0);
+  }
+  const only = new Set<CaseName>();
+  let duration: number | undefined;
+  let rows: number | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = () => {
+      const v = a.includes("=") ? a.slice(a.indexOf("=") + 1) : argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === "--only" || a.startsWith("--only=")) {
+      for (const name of value().split(",").map((s) => s.trim()).filter(Boolean)) {
+        if (!(CASES as readonly string[]).includes(name)) throw new Error(`unknown case "${name}"; cases: ${CASES.join(", ")}`);
+        only.add(name as CaseName);
+      }
+    } else if (a === "--duration" || a.startsWith("--duration=")) duration = Number(value());
+    else if (a === "--rows" || a.startsWith("--rows=")) rows = Number(value());
+  }
+  return {
+    quick,
+    keep,
+    cases: only.size > 0 ? CASES.filter((c) => only.has(c)) : [...CASES],
+    measureMs: Math.round((duration ?? (quick ? 1.5 : 5)) * 1000),
+    warmupMs: quick ? 500 : 1500,
+    openStreams: { n: 1000, chunkDelayMs: quick ? 150 : 500 },
+    usageRows: rows ?? (quick ? 100_000 : 1_000_000),
+    usageRequests: quick ? 20 : 50,
+  };
+}
+
+// ------------------------------------------------------------------------------------------------
+// Child processes
+// ------------------------------------------------------------------------------------------------
+
+interface Child {
+  name: string;
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  url: string;
+  output: () => string;
+}
+
+const children = new Set<Child>();
+
+function spawnChild(name: string, cmd: string[], env: Record<string, string | undefined>, url: string): Child {
+  const proc = Bun.spawn({ cmd, cwd: ROOT, env: env as Record<string, string>, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  let tail = "";
+  const sink = async (stream: ReadableStream<Uint8Array>) => {
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of stream) {
+        tail = (tail + decoder.decode(chunk, { stream: true })).slice(-8000);
+      }
+    } catch {}
+  };
+  void sink(proc.stdout);
+  void sink(proc.stderr);
+  const child: Child = { name, proc, url, output: () => tail.trim() };
+  children.add(child);
+  return child;
+}
+
+async function stopChild(child: Child, graceMs = 3000): Promise<void> {
+  if (child.proc.exitCode === null && child.proc.signalCode === null) {
+    child.proc.kill("SIGTERM");
+    const exited = await Promise.race([child.proc.exited.then(() => true), Bun.sleep(graceMs).then(() => false)]);
+    if (!exited) {
+      child.proc.kill("SIGKILL");
+      await child.proc.exited;
+    }
+  }
+  children.delete(child);
+}
+
+async function stopAll(): Promise<void> {
+  await Promise.all([...children].map((child) => stopChild(child)));
+}
+
+process.on("exit", () => {
+  for (const child of children) {
+    try {
+      child.proc.kill("SIGKILL");
+    } catch {}
+  }
+});
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: stopping child processes`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+function freePort(): number {
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = server.port!;
+  server.stop(true);
+  return port;
+}
+
+/** Polls `path` until it answers (`okOnly`: with a 2xx); throws when the child dies or time runs out. */
+async function waitReady(child: Child, path: string, okOnly: boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
+      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before it was ready:\n${child.output()}`);
+    }
+    try {
+      const response = await fetch(child.url + path, { signal: AbortSignal.timeout(1000) });
+      await response.arrayBuffer();
+      if (!okOnly || response.ok) return;
+    } catch {}
+    await Bun.sleep(100);
+  }
+  throw new Error(`${child.name} not ready after ${timeoutMs} ms:\n${child.output()}`);
+}
+
+function gatewayEnv(port: number, databasePath: string, upstreamUrl: string, extra: Record<string, string> = {}) {
+  return {
+    ...process.env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    DATABASE_URL: `sqlite:${databasePath}`,
+    EDGE_RATE_LIMIT_RPS: "0",
+    GATEWAY_LOG: "silent",
+    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    GATEWAY_SANDBOX: "false",
+    OPENAI_BASE_URL: `${upstreamUrl}/v1`,
+    OPENAI_API_KEY: UPSTREAM_KEY,
+    ...extra,
+  };
+}
+
+async function startGatewayProcess(name: string, databasePath: string, upstreamUrl: string, extra: Record<string, string> = {}): Promise<Child> {
+  const port = freePort();
+  const child = spawnChild(name, [BUN, "src/index.ts"], gatewayEnv(port, databasePath, upstreamUrl, extra), `http://127.0.0.1:${port}`);
+  await waitReady(child, "/ready", true);
+  return child;
+}
+
+async function adminCall(base: string, method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`admin ${method} ${path}: ${response.status} ${text}`);
+  return JSON.parse(text);
+}
+
+/** An account with 1,000,000 USD of card credit and a key on it, through the admin API. */
+async function provisionKey(gatewayUrl: string): Promise<string> {
+  const account = await adminCall(gatewayUrl, "POST", "/admin/v1/accounts", { name: "bench" });
+  const accountId = account.data.id as string;
+  await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/credits`, { amount: 1_000_000, kind: "card", reference: `bench-${crypto.randomUUID()}` });
+  const key = await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/keys`, { name: "bench" });
+  return key.data.key as string;
+}
+
+function rssMb(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match ? Number(match[1]) / 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Measurements
+// ------------------------------------------------------------------------------------------------
+
+interface Target {
+  name: "upstream" | "bare" | "gateway";
+  url: string;
+  key: string;
+}
+
+interface NonStreamFigures {
+  rps: number;
+  p50: number;
+  p99: number;
+  mean: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+
+async function cannon(target: Target, body: string, connections: number, durationMs: number): Promise<NonStreamFigures> {
+  const latencies: number[] = [];
+  const instance = autocannon({
+    url: `${target.url}/v1/chat/completions`,
+    method: "POST",
+    headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
+    body,
+    connections,
+    duration: durationMs / 1000,
+  });
+  // autocannon's own histogram has 1 ms resolution: keep every response time (float ms) instead.
+  instance.on("response", (_client: unknown, _status: number, _bytes: number, responseTime: number) => {
+    latencies.push(responseTime);
+  });
+  const result = await instance;
+  latencies.sort((a, b) => a - b);
+  return {
+    rps: result["2xx"] / result.duration,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    mean: latencies.reduce((s, v) => s + v, 0) / Math.max(1, latencies.length),
+    requests: result["2xx"],
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+  };
+}
+
+interface StreamFigures {
+  streamsPerSec: number;
+  completed: number;
+  errors: number;
+  firstError: string | null;
+  ttfbP50: number;
+  ttfbP99: number;
+  ttlbP50: number;
+  ttlbP99: number;
+}
+
+async function streams(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamFigures> {
+  const { samples, elapsedMs } = await streamLoop({ url: `${target.url}/v1/chat/completions`, key: target.key, body, concurrency, durationMs });
+  const ok = samples.filter((s) => s.ok);
+  const ttfb = ok.map((s) => s.ttfb).sort((a, b) => a - b);
+  const ttlb = ok.map((s) => s.ttlb).sort((a, b) => a - b);
+  return {
+    streamsPerSec: ok.length / (elapsedMs / 1000),
+    completed: ok.length,
+    errors: samples.length - ok.length,
+    firstError: samples.find((s) => !s.ok)?.error ?? null,
+    ttfbP50: percentile(ttfb, 50),
+    ttfbP99: percentile(ttfb, 99),
+    ttlbP50: percentile(ttlb, 50),
+    ttlbP99: percentile(ttlb, 99),
+  };
+}
+
+interface OpenStreamsFigures extends OpenStreamsResult {
+  target: string;
+  baselineRssMb: number;
+  peakRssMb: number;
+}
+
+/** n streams at once from a child client (whose fetch cap is lifted), sampling the server's RSS meanwhile. */
+async function openStreamsAgainst(label: string, server: Child, key: string, n: number, chunkDelayMs: number): Promise<OpenStreamsFigures> {
+  await Bun.sleep(500);
+  const pid = server.proc.pid;
+  const baselineRssMb = rssMb(pid);
+  let peakRssMb = baselineRssMb;
+  const client = Bun.spawn({
+    cmd: [BUN, "bench/stream-client.ts", "--url", server.url, "--key", key, "--n", String(n), "--chunk-delay-ms", String(chunkDelayMs)],
+    cwd: ROOT,
+    env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP } as Record<string, string>,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const clientChild: Child = { name: "stream client", proc: client as Subprocess<"ignore", "pipe", "pipe">, url: "", output: () => "" };
+  children.add(clientChild);
+  const stdout = new Response(client.stdout).text();
+  const stderr = new Response(client.stderr).text();
+  let running = true;
+  void client.exited.then(() => (running = false));
+  while (running) {
+    const rss = rssMb(pid);
+    if (rss > peakRssMb) peakRssMb = rss;
+    await Bun.sleep(20);
+  }
+  children.delete(clientChild);
+  const out = await stdout;
+  if (client.exitCode !== 0) throw new Error(`stream client failed (${client.exitCode}): ${await stderr}`);
+  const result = JSON.parse(out.trim().split("\n").at(-1)!) as OpenStreamsResult;
+  return { target: label, baselineRssMb, peakRssMb, ...result };
+}
+
+interface UsageFigures {
+  scope: "account" | "key";
+  requests: number;
+  p50: number;
+  p99: number;
+  max: number;
+  errors: number;
+  firstError: string | null;
+  reportedRequests: number | null;
+  days: number | null;
+}
+
+async function usageLatency(gatewayUrl: string, key: string, scope: "account" | "key", startDay: string, endDay: string, count: number): Promise<UsageFigures> {
+  const url = `${gatewayUrl}/v1/usage?start_date=${startDay}&end_date=${endDay}&scope=${scope}`;
+  const headers = { authorization: `Bearer ${key}` };
+  const GAP_MS = 40; // the cost API allows 30 requests per second per key: stay under it
+  const latencies: number[] = [];
+  let errors = 0;
+  let firstError: string | null = null;
+  let reportedRequests: number | null = null;
+  let days: number | null = null;
+  for (let i = -3; i < count; i++) {
+    const started = performance.now();
+    const response = await fetch(url, { headers });
+    const text = await response.text();
+    const elapsed = performance.now() - started;
+    if (i >= 0) {
+      if (response.ok) latencies.push(elapsed);
+      else {
+        errors++;
+        firstError ??= `${response.status} ${text.slice(0, 200)}`;
+      }
+    }
+    if (response.ok && reportedRequests === null) {
+      const report = JSON.parse(text).data;
+      reportedRequests = report.total?.requests ?? null;
+      days = Array.isArray(report.days) ? report.days.length : null;
+    }
+    const wait = GAP_MS - (performance.now() - started);
+    if (wait > 0) await Bun.sleep(wait);
+  }
+  latencies.sort((a, b) => a - b);
+  return { scope, requests: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? Number.NaN, errors, firstError, reportedRequests, days };
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output
+// ------------------------------------------------------------------------------------------------
+
+const f = (value: number | null | undefined, digits = 2) => (value === null || value === undefined || Number.isNaN(value) ? "-" : value.toFixed(digits));
+const fInt = (value: number) => (Number.isNaN(value) ? "-" : Math.round(value).toLocaleString("en-US"));
+const signed = (value: number, digits = 2) => (Number.isNaN(value) ? "-" : (value >= 0 ? "+" : "") + value.toFixed(digits));
+
+function table(title: string, header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  console.log(`\n${title}`);
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const row of rows) console.log(line(row));
+}
+
+function log(message: string): void {
+  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
+}
+
+interface Goal {
+  goal: string;
+  value: string;
+  pass: boolean | null;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Main
+// ------------------------------------------------------------------------------------------------
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  const runs = (name: CaseName) => options.cases.includes(name);
+  const tmp = mkdtempSync(join(tmpdir(), "gateway-bench-"));
+  log(`cases: ${options.cases.join(", ")}${options.quick ? " (quick)" : ""}; temp dir ${tmp}`);
+  const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    bun: Bun.version,
+    cpus: cpus().length,
+    cpu_model: cpus()[0]?.model ?? null,
+    platform: `${process.platform}-${process.arch}`,
+    quick: options.quick,
+    settings: { measure_ms: options.measureMs, warmup_ms: options.warmupMs, open_streams: options.openStreams, usage_rows: options.usageRows, usage_requests: options.usageRequests },
+    cases: {} as Record<string, unknown>,
+  };
+  const cases = results.cases as Record<string, unknown>;
+  const goals: Goal[] = [];
+
+  try {
+    const needsProxies = runs("nonstream") || runs("stream") || runs("open-streams");
+    let upstream: Child | undefined;
+    let bare: Child | undefined;
+    let gateway: Child | undefined;
+    let gatewayKey = "";
+    if (needsProxies) {
+      const upstreamPort = freePort();
+      upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
+      const barePort = freePort();
+      bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(barePort), "--upstream", upstream.url], process.env, `http://127.0.0.1:${barePort}`);
+      await waitReady(upstream, "/v1/models", false);
+      await waitReady(bare, "/v1/models", false);
+      gateway = await startGatewayProcess("gateway", join(tmp, "bench.db"), upstream.url);
+      gatewayKey = await provisionKey(gateway.url);
+      log(`upstream ${upstream.url} (pid ${upstream.proc.pid}), bare proxy ${bare.url} (pid ${bare.proc.pid}), gateway ${gateway.url} (pid ${gateway.proc.pid})`);
+    }
+    const targets: Target[] = needsProxies
+      ? [
+          { name: "upstream", url: upstream!.url, key: UPSTREAM_KEY },
+          { name: "bare", url: bare!.url, key: UPSTREAM_KEY },
+          { name: "gateway", url: gateway!.url, key: gatewayKey },
+        ]
+      : [];
+
+    // -- non-streaming -------------------------------------------------------------------------
+    if (runs("nonstream")) {
+      const body = chatBody({ stream: false });
+      const byConcurrency: Record<string, Record<string, NonStreamFigures>> = {};
+      for (const c of [1, 64]) {
+        const figures: Record<string, NonStreamFigures> = {};
+        for (const target of targets) {
+          log(`non-streaming c=${c} → ${target.name}`);
+          await cannon(target, body, c, options.warmupMs);
+          figures[target.name] = await cannon(target, body, c, options.measureMs);
+        }
+        byConcurrency[c] = figures;
+      }
+      const rows: string[][] = [];
+      const json: unknown[] = [];
+      for (const [c, figures] of Object.entries(byConcurrency)) {
+        const up = figures.upstream!;
+        const bareF = figures.bare!;
+        const gw = figures.gateway!;
+        for (const target of targets) {
+          const x = figures[target.name]!;
+          rows.push([
+            `c=${c}`,
+            target.name,
+            fInt(x.rps),
+            f(x.p50, 3),
+            f(x.p99, 3),
+            f(x.rps / up.rps),
+            f(x.rps / bareF.rps),
+            target.name === "upstream" ? "-" : signed(x.p50 - up.p50, 3),
+            target.name === "gateway" ? signed(x.p50 - bareF.p50, 3) : "-",
+            target.name === "gateway" ? signed(x.p99 - bareF.p99, 3) : "-",
+            `${x.non2xx}/${x.errors}`,
+          ]);
+        }
+        json.push({
+          concurrency: Number(c),
+          targets: figures,
+          ratios: {
+            rps_gateway_over_upstream: gw.rps / up.rps,
+            rps_gateway_over_bare: gw.rps / bareF.rps,
+            rps_bare_over_upstream: bareF.rps / up.rps,
+            added_p50_ms_over_bare: gw.p50 - bareF.p50,
+            added_p99_ms_over_bare: gw.p99 - bareF.p99,
+            added_p50_ms_over_upstream: gw.p50 - up.p50,
+          },
+        });
+      }
+      cases.nonstream = json;
+      table(
+        `Non-streaming chat completion (gpt-6-luna), autocannon, ${options.measureMs / 1000} s each`,
+        ["conc", "target", "req/s", "p50 ms", "p99 ms", "×upstream", "×bare", "+p50 vs up", "+p50 vs bare", "+p99 vs bare", "non2xx/err"],
+        rows,
+      );
+      const c1 = byConcurrency[1]!;
+      const c64 = byConcurrency[64]!;
+      const r64 = c64.gateway!.rps / c64.bare!.rps;
+      const a50 = c1.gateway!.p50 - c1.bare!.p50;
+      const a99 = c1.gateway!.p99 - c1.bare!.p99;
+      goals.push({ goal: "non-streaming c=64: gateway ≥ 0.8× bare proxy req/s", value: `${f(r64)}×`, pass: r64 >= 0.8 });
+      goals.push({ goal: "non-streaming c=1: added p50 over bare ≤ 0.2 ms", value: `${signed(a50, 3)} ms`, pass: a50 <= 0.2 });
+      goals.push({ goal: "non-streaming c=1: added p99 over bare ≤ 1 ms", value: `${signed(a99, 3)} ms`, pass: a99 <= 1 });
+      const bad = Object.values(byConcurrency).flatMap((fs) => Object.entries(fs)).filter(([, x]) => x.non2xx > 0 || x.errors > 0);
+      if (bad.length > 0) log(`WARNING: non-2xx or errors: ${bad.map(([n, x]) => `${n} non2xx=${x.non2xx} errors=${x.errors}`).join("; ")}`);
+    }
+
+    // -- streaming -----------------------------------------------------------------------------
+    if (runs("stream")) {
+      const body = chatBody({ stream: true });
+      const byConcurrency: Record<string, Record<string, StreamFigures>> = {};
+      for (const c of [1, 64]) {
+        const figures: Record<string, StreamFigures> = {};
+        for (const target of targets) {
+          log(`streaming c=${c} → ${target.name}`);
+          await streams(target, body, c, options.warmupMs);
+          figures[target.name] = await streams(target, body, c, options.measureMs);
+          if (figures[target.name]!.errors > 0) log(`WARNING: ${target.name}: ${figures[target.name]!.errors} failed streams, first: ${figures[target.name]!.firstError}`);
+        }
+        byConcurrency[c] = figures;
+      }
+      const rows: string[][] = [];
+      const json: unknown[] = [];
+      for (const [c, figures] of Object.entries(byConcurrency)) {
+        const up = figures.upstream!;
+        const bareF = figures.bare!;
+        const gw = figures.gateway!;
+        for (const target of targets) {
+          const x = figures[target.name]!;
+          rows.push([
+            `c=${c}`,
+            target.name,
+            fInt(x.streamsPerSec),
+            f(x.ttfbP50, 3),
+            f(x.ttfbP99, 3),
+            f(x.ttlbP50, 3),
+            f(x.ttlbP99, 3),
+            f(x.streamsPerSec / up.streamsPerSec),
+            f(x.streamsPerSec / bareF.streamsPerSec),
+            target.name === "gateway" ? signed(x.ttfbP50 - bareF.ttfbP50, 3) : "-",
+            target.name === "gateway" ? signed(x.ttlbP99 - bareF.ttlbP99, 3) : "-",
+            String(x.errors),
+          ]);
+        }
+        json.push({
+          concurrency: Number(c),
+          targets: figures,
+          ratios: {
+            streams_gateway_over_upstream: gw.streamsPerSec / up.streamsPerSec,
+            streams_gateway_over_bare: gw.streamsPerSec / bareF.streamsPerSec,
+            added_ttfb_p50_ms_over_bare: gw.ttfbP50 - bareF.ttfbP50,
+            added_ttfb_p99_ms_over_bare: gw.ttfbP99 - bareF.ttfbP99,
+            added_ttlb_p50_ms_over_bare: gw.ttlbP50 - bareF.ttlbP50,
+            added_ttlb_p99_ms_over_bare: gw.ttlbP99 - bareF.ttlbP99,
+          },
+        });
+      }
+      cases.stream = json;
+      table(
+        `Streaming chat completion (gpt-6-luna), fetch client, ${options.measureMs / 1000} s each`,
+        ["conc", "target", "streams/s", "TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99", "×upstream", "×bare", "+TTFB p50 vs bare", "+TTLB p99 vs bare", "errors"],
+        rows,
+      );
+      const c1 = byConcurrency[1]!;
+      const c64 = byConcurrency[64]!;
+      const r64 = c64.gateway!.streamsPerSec / c64.bare!.streamsPerSec;
+      const ttfb = c1.gateway!.ttfbP50 - c1.bare!.ttfbP50;
+      goals.push({ goal: "streaming c=64: gateway ≥ 0.8× bare proxy streams/s", value: `${f(r64)}×`, pass: r64 >= 0.8 });
+      goals.push({ goal: "streaming c=1: added TTFB p50 over bare ≤ 0.5 ms", value: `${signed(ttfb, 3)} ms`, pass: ttfb <= 0.5 });
+    }
+
+    // -- 1,000 open streams ----------------------------------------------------------------------
+    if (runs("open-streams")) {
+      const { n, chunkDelayMs } = options.openStreams;
+      const figures: OpenStreamsFigures[] = [];
+      log(`${n} open streams (chunk_delay_ms ${chunkDelayMs}) → bare proxy`);
+      figures.push(await openStreamsAgainst("bare", bare!, UPSTREAM_KEY, n, chunkDelayMs));
+      log(`${n} open streams → gateway`);
+      figures.push(await openStreamsAgainst("gateway", gateway!, gatewayKey, n, chunkDelayMs));
+      // The same gateway with Bun's per-process fetch cap (256 in flight) lifted: all n upstream streams open at once.
+      const lifted = await startGatewayProcess("gateway (fetch cap lifted)", join(tmp, "bench.db"), upstream!.url, { BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP });
+      try {
+        // Warm it like the main one was (a few hundred requests), so the baseline is not a cold process.
+        await cannon({ name: "gateway", url: lifted.url, key: gatewayKey }, chatBody({ stream: false }), 16, 1000);
+        log(`${n} open streams → gateway with BUN_CONFIG_MAX_HTTP_REQUESTS=${LIFTED_FETCH_CAP}`);
+        figures.push(await openStreamsAgainst(`gateway, BUN_CONFIG_MAX_HTTP_REQUESTS=${LIFTED_FETCH_CAP}`, lifted, gatewayKey, n, chunkDelayMs));
+      } finally {
+        await stopChild(lifted);
+      }
+      cases.open_streams = { streams: n, chunk_delay_ms: chunkDelayMs, targets: figures };
+      table(
+        `${n} streams opened at once (chunk_delay_ms ${chunkDelayMs}); RSS of the server process`,
+        ["streams", "target", "RSS before MB", "RSS peak MB", "max open", "ok", "TTFB p50", "TTFB max", "TTLB p50", "TTLB max", "wall s"],
+        figures.map((x) => [
+          String(x.n),
+          x.target,
+          f(x.baselineRssMb, 1),
+          f(x.peakRssMb, 1),
+          String(x.maxOpen),
+          String(x.ok),
+          fInt(x.ttfb.p50),
+          fInt(x.ttfb.max),
+          fInt(x.ttlb.p50),
+          fInt(x.ttlb.max),
+          f(x.elapsedMs / 1000, 1),
+        ]),
+      );
+      for (const x of figures) if (x.errors > 0) log(`WARNING: ${x.target}: ${x.errors} failed streams, first: ${x.firstError}`);
+      const gw = figures[1]!;
+      const gwLifted = figures[2]!;
+      goals.push({
+        goal: `gateway RSS ≤ 150 MB with ${n} open streams`,
+        value: `${f(gw.peakRssMb, 1)} MB (max ${gw.maxOpen} open at once); cap lifted: ${f(gwLifted.peakRssMb, 1)} MB (${gwLifted.maxOpen} open)`,
+        pass: gw.peakRssMb <= 150 && gwLifted.peakRssMb <= 150 && gwLifted.maxOpen >= n * 0.95,
+      });
+      if (gw.maxOpen < n * 0.95) {
+        log(`NOTE: only ${gw.maxOpen} of ${n} streams were open at once through the gateway: Bun's fetch holds 256 requests in flight per process (BUN_CONFIG_MAX_HTTP_REQUESTS)`);
+      }
+    }
+
+    // The proxies are not needed for the usage case: free the cores.
+    for (const child of [gateway, bare, upstream]) if (child) await stopChild(child);
+
+    // -- /v1/usage over 92 days ------------------------------------------------------------------
+    if (runs("usage")) {
+      const dbPath = join(tmp, "usage.db");
+      log(`seeding ${options.usageRows.toLocaleString("en-US")} generations over 92 days into ${dbPath}`);
+      const step = Math.max(10_000, Math.round(options.usageRows / 4 / 10_000) * 10_000);
+      const seeded: SeededUsage = await seedUsage({
+        dbPath,
+        rows: options.usageRows,
+        onProgress: (done) => done % step === 0 && done < options.usageRows && log(`  ${done.toLocaleString("en-US")} rows`),
+      });
+      log(`seeded in ${f(seeded.seedMs / 1000, 1)} s (${fInt(options.usageRows / (seeded.seedMs / 1000))} rows/s), ${f(seeded.dbBytes / 1e6, 0)} MB`);
+      // The fake upstream is not used here; the gateway only needs a syntactically valid base URL.
+      const usageGateway = await startGatewayProcess("usage gateway", dbPath, "http://127.0.0.1:9");
+      let account: UsageFigures;
+      let key: UsageFigures;
+      try {
+        log(`GET /v1/usage ${seeded.startDay}..${seeded.endDay}, ${options.usageRequests} sequential requests per scope`);
+        account = await usageLatency(usageGateway.url, seeded.keys[0]!.key, "account", seeded.startDay, seeded.endDay, options.usageRequests);
+        key = await usageLatency(usageGateway.url, seeded.keys[0]!.key, "key", seeded.startDay, seeded.endDay, options.usageRequests);
+      } finally {
+        await stopChild(usageGateway);
+      }
+      const storeAccount = [...seeded.storeOnly.account].sort((a, b) => a - b);
+      const storeKey = [...seeded.storeOnly.key].sort((a, b) => a - b);
+      cases.usage = {
+        rows: seeded.rows,
+        days: seeded.days,
+        models: 40,
+        keys: seeded.keys.length,
+        seed_seconds: seeded.seedMs / 1000,
+        db_mb: seeded.dbBytes / 1e6,
+        window: { start_date: seeded.startDay, end_date: seeded.endDay },
+        http: { account, key },
+        store_only: {
+          account: { p50: percentile(storeAccount, 50), p99: percentile(storeAccount, 99) },
+          key: { p50: percentile(storeKey, 50), p99: percentile(storeKey, 99) },
+        },
+      };
+      table(
+        `GET /v1/usage, 92-day window over ${options.usageRows.toLocaleString("en-US")} generations (3 keys, 40 models); seeding took ${f(seeded.seedMs / 1000, 1)} s`,
+        ["scope", "measured", "requests", "p50 ms", "p99 ms", "max ms", "days", "requests in report", "errors"],
+        [
+          ["account", "HTTP", String(account.requests), f(account.p50, 2), f(account.p99, 2), f(account.max, 2), String(account.days ?? "-"), String(account.reportedRequests ?? "-"), String(account.errors)],
+          ["key", "HTTP", String(key.requests), f(key.p50, 2), f(key.p99, 2), f(key.max, 2), String(key.days ?? "-"), String(key.reportedRequests ?? "-"), String(key.errors)],
+          ["account", "store only", String(storeAccount.length), f(percentile(storeAccount, 50), 2), f(percentile(storeAccount, 99), 2), f(storeAccount.at(-1), 2), "-", "-", "-"],
+          ["key", "store only", String(storeKey.length), f(percentile(storeKey, 50), 2), f(percentile(storeKey, 99), 2), f(storeKey.at(-1), 2), "-", "-", "-"],
+        ],
+      );
+      if (account.errors + key.errors > 0) log(`WARNING: usage errors, first: ${account.firstError ?? key.firstError}`);
+      if (account.reportedRequests !== options.usageRows) log(`WARNING: the account report counts ${account.reportedRequests} requests, expected ${options.usageRows}`);
+      const worst = Math.max(account.p99, key.p99);
+      goals.push({
+        goal: `/v1/usage 92 days over ${options.usageRows.toLocaleString("en-US")} rows < 50 ms (p99, worse scope)`,
+        value: `p50 ${f(Math.max(account.p50, key.p50))} ms, p99 ${f(worst)} ms`,
+        pass: worst < 50,
+      });
+      if (options.usageRows < 1_000_000) goals.at(-1)!.goal += " [goal is for 1M rows]";
+    }
+
+    if (goals.length > 0) {
+      table(
+        "Goals",
+        ["", "goal", "measured"],
+        goals.map((g) => [g.pass === null ? " " : g.pass ? "✓" : "✗", g.goal, g.value]),
+      );
+    }
+    results.goals = goals;
+    const out = join(ROOT, "bench", "results.json");
+    writeFileSync(out, JSON.stringify(results, null, 2) + "\n");
+    console.log(`\nwrote ${out} (bun ${Bun.version}, ${cpus().length} CPUs)`);
+  } finally {
+    await stopAll();
+    if (options.keep) log(`kept ${tmp}`);
+    else rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+  process.exit(0);
+} catch (error) {
+  console.error(`bench failed: ${(error as Error)?.stack ?? error}`);
+  await stopAll();
+  process.exit(1);
+}

@@ -1,0 +1,28 @@
+import { Type } from "@sinclair/typebox";
+import { definePlugin } from "../../core/plugin.ts";
+import { countPromptTokens } from "./count.ts";
+
+declare module "../../core/context.ts" {
+  interface GatewayContext {
+    /** An upper bound of the prompt's tokens, known at admission. Writer: token-count. */
+    promptTokenBound?: number;
+  }
+}
+
+/** Counts the prompt's tokens once at admission, for rate limits and budget reservations. */
+export default definePlugin({
+  name: "token-count",
+  requires: ["catalog"],
+  configSchema: Type.Object({
+    /** Families counted with the exact o200k tokenizer; others get the UTF-8 byte bound. */
+    exact_families: Type.Array(Type.String(), { default: ["openai"] }),
+  }),
+  setup(config) {
+    const exact = new Set(config.exact_families);
+    return {
+      onRequest(ctx) {
+        ctx.promptTokenBound = countPromptTokens(ctx.body, exact.has(ctx.model?.family ?? ""));
+      },
+    };
+  },
+});
