@@ -10,6 +10,7 @@ function host(): PluginHost {
   return {
     configFile: "plugins-config.yaml",
     env: {},
+    now: Date.now,
     log: captureLog(),
     service() {
       throw new Error("no services in this test");
