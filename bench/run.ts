@@ -7,22 +7,35 @@
  *
  * Prints tables and the issue's goals, writes bench/results.json. See bench/README.md.
  */
-import autocannon from "autocannon";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { chatBody, percentile, streamLoop, type OpenStreamsResult } from "./stream-client.ts";
 import { seedUsage, type SeededUsage } from "./seed-usage.ts";
+import {
+  BUN,
+  LIFTED_FETCH_CAP,
+  ROOT,
+  UPSTREAM_KEY,
+  cannon,
+  children,
+  installCleanup,
+  provisionKey,
+  rssMb,
+  spawnChild,
+  startGatewayProcess,
+  stopAll,
+  stopChild,
+  waitReady,
+  freePort,
+  type Child,
+  type NonStreamFigures,
+  type Target,
+} from "./lib.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
-const BUN = process.execPath;
 const CASES = ["nonstream", "stream", "open-streams", "usage"] as const;
 type CaseName = (typeof CASES)[number];
-const UPSTREAM_KEY = "bench-upstream";
-const ADMIN_TOKEN = "bench";
-/** Bun's fetch keeps at most 256 requests in flight per process unless this is set at start-up. */
-const LIFTED_FETCH_CAP = "4096";
 
 // ------------------------------------------------------------------------------------------------
 // Options
@@ -72,191 +85,6 @@ function parseArgs(argv: string[]) {
   };
 }
 
-// ------------------------------------------------------------------------------------------------
-// Child processes
-// ------------------------------------------------------------------------------------------------
-
-interface Child {
-  name: string;
-  proc: Subprocess<"ignore", "pipe", "pipe">;
-  url: string;
-  output: () => string;
-}
-
-const children = new Set<Child>();
-
-function spawnChild(name: string, cmd: string[], env: Record<string, string | undefined>, url: string): Child {
-  const proc = Bun.spawn({ cmd, cwd: ROOT, env: env as Record<string, string>, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  let tail = "";
-  const sink = async (stream: ReadableStream<Uint8Array>) => {
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of stream) {
-        tail = (tail + decoder.decode(chunk, { stream: true })).slice(-8000);
-      }
-    } catch {}
-  };
-  void sink(proc.stdout);
-  void sink(proc.stderr);
-  const child: Child = { name, proc, url, output: () => tail.trim() };
-  children.add(child);
-  return child;
-}
-
-async function stopChild(child: Child, graceMs = 3000): Promise<void> {
-  if (child.proc.exitCode === null && child.proc.signalCode === null) {
-    child.proc.kill("SIGTERM");
-    const exited = await Promise.race([child.proc.exited.then(() => true), Bun.sleep(graceMs).then(() => false)]);
-    if (!exited) {
-      child.proc.kill("SIGKILL");
-      await child.proc.exited;
-    }
-  }
-  children.delete(child);
-}
-
-async function stopAll(): Promise<void> {
-  await Promise.all([...children].map((child) => stopChild(child)));
-}
-
-process.on("exit", () => {
-  for (const child of children) {
-    try {
-      child.proc.kill("SIGKILL");
-    } catch {}
-  }
-});
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    console.error(`\n${signal}: stopping child processes`);
-    void stopAll().finally(() => process.exit(130));
-  });
-}
-
-function freePort(): number {
-  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = server.port!;
-  server.stop(true);
-  return port;
-}
-
-/** Polls `path` until it answers (`okOnly`: with a 2xx); throws when the child dies or time runs out. */
-async function waitReady(child: Child, path: string, okOnly: boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
-      throw new Error(`${child.name} exited (${child.proc.exitCode ?? child.proc.signalCode}) before it was ready:\n${child.output()}`);
-    }
-    try {
-      const response = await fetch(child.url + path, { signal: AbortSignal.timeout(1000) });
-      await response.arrayBuffer();
-      if (!okOnly || response.ok) return;
-    } catch {}
-    await Bun.sleep(100);
-  }
-  throw new Error(`${child.name} not ready after ${timeoutMs} ms:\n${child.output()}`);
-}
-
-function gatewayEnv(port: number, databasePath: string, upstreamUrl: string, extra: Record<string, string> = {}) {
-  return {
-    ...process.env,
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    DATABASE_URL: `sqlite:${databasePath}`,
-    EDGE_RATE_LIMIT_RPS: "0",
-    GATEWAY_LOG: "silent",
-    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-    GATEWAY_SANDBOX: "false",
-    OPENAI_BASE_URL: `${upstreamUrl}/v1`,
-    OPENAI_API_KEY: UPSTREAM_KEY,
-    ...extra,
-  };
-}
-
-async function startGatewayProcess(name: string, databasePath: string, upstreamUrl: string, extra: Record<string, string> = {}): Promise<Child> {
-  const port = freePort();
-  const child = spawnChild(name, [BUN, "src/index.ts"], gatewayEnv(port, databasePath, upstreamUrl, extra), `http://127.0.0.1:${port}`);
-  await waitReady(child, "/ready", true);
-  return child;
-}
-
-async function adminCall(base: string, method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(base + path, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`admin ${method} ${path}: ${response.status} ${text}`);
-  return JSON.parse(text);
-}
-
-/** An account with 1,000,000 USD of card credit and a key on it, through the admin API. */
-async function provisionKey(gatewayUrl: string): Promise<string> {
-  const account = await adminCall(gatewayUrl, "POST", "/admin/v1/accounts", { name: "bench" });
-  const accountId = account.data.id as string;
-  await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/credits`, { amount: 1_000_000, kind: "card", reference: `bench-${crypto.randomUUID()}` });
-  const key = await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/keys`, { name: "bench" });
-  return key.data.key as string;
-}
-
-function rssMb(pid: number): number {
-  try {
-    const match = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return match ? Number(match[1]) / 1024 : Number.NaN;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Measurements
-// ------------------------------------------------------------------------------------------------
-
-interface Target {
-  name: "upstream" | "bare" | "gateway";
-  url: string;
-  key: string;
-}
-
-interface NonStreamFigures {
-  rps: number;
-  p50: number;
-  p99: number;
-  mean: number;
-  requests: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-}
-
-async function cannon(target: Target, body: string, connections: number, durationMs: number): Promise<NonStreamFigures> {
-  const latencies: number[] = [];
-  const instance = autocannon({
-    url: `${target.url}/v1/chat/completions`,
-    method: "POST",
-    headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
-    body,
-    connections,
-    duration: durationMs / 1000,
-  });
-  // autocannon's own histogram has 1 ms resolution: keep every response time (float ms) instead.
-  instance.on("response", (_client: unknown, _status: number, _bytes: number, responseTime: number) => {
-    latencies.push(responseTime);
-  });
-  const result = await instance;
-  latencies.sort((a, b) => a - b);
-  return {
-    rps: result["2xx"] / result.duration,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    mean: latencies.reduce((s, v) => s + v, 0) / Math.max(1, latencies.length),
-    requests: result["2xx"],
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
-  };
-}
 
 interface StreamFigures {
   streamsPerSec: number;
@@ -376,9 +204,10 @@ const f = (value: number | null | undefined, digits = 2) => (value === null || v
 const fInt = (value: number) => (Number.isNaN(value) ? "-" : Math.round(value).toLocaleString("en-US"));
 const signed = (value: number, digits = 2) => (Number.isNaN(value) ? "-" : (value >= 0 ? "+" : "") + value.toFixed(digits));
 
-function table(title: string, header: string[], rows: string[][]): void {
+/** Columns before `left` are left-aligned, the others right-aligned. */
+function table(title: string, header: string[], rows: string[][], left = 2): void {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const line = (cells: string[]) => cells.map((c, i) => (i < left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
   console.log(`\n${title}`);
   console.log(line(header));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
@@ -400,6 +229,7 @@ interface Goal {
 // ------------------------------------------------------------------------------------------------
 
 async function main() {
+  installCleanup();
   const options = parseArgs(process.argv.slice(2));
   const runs = (name: CaseName) => options.cases.includes(name);
   const tmp = mkdtempSync(join(tmpdir(), "gateway-bench-"));
@@ -688,6 +518,7 @@ async function main() {
         "Goals",
         ["", "goal", "measured"],
         goals.map((g) => [g.pass === null ? " " : g.pass ? "✓" : "✗", g.goal, g.value]),
+        3,
       );
     }
     results.goals = goals;

@@ -37,7 +37,9 @@ export interface GatewayContext {
   target?: Target;
   /** The body sent upstream. Writer: the provider; `onUpstreamRequest` hooks may rewrite it. */
   upstreamBody?: Record<string, unknown>;
-  /** Writer: the core, from the upstream's answer. */
+  /** A cap on generated tokens for a client that set none (what the funds can pay). Writer: budget; read by providers. */
+  upstreamOutputCap?: number;
+  /** Writer: the core, from the upstream's answer (metering may estimate it for a stream cut short). */
   usage?: Usage;
   /** The upstream's id of the response (chat-completion id). Writer: the core. */
   responseId?: string;

@@ -2,16 +2,24 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import type { GatewayContext, Outcome } from "../../core/context.ts";
 import { nanoToUsdString } from "../../core/money.ts";
-import { ZERO_USAGE } from "../../formats/canonical.ts";
+import { ZERO_USAGE, type Usage } from "../../formats/canonical.ts";
+import { countTextTokens } from "../token-count/count.ts";
 import type { Generation } from "../storage/repository.ts";
 import { priceUsage, type CostBreakdown } from "./cost.ts";
 
 const COST_HEADER = "x-gateway-cost";
 
+declare module "../../core/context.ts" {
+  interface GatewayContext {
+    /** The generation record and debit are queued. Writer: metering. */
+    metered?: boolean;
+  }
+}
+
 /** Prices each request's usage exactly and writes its generation record and ledger debit. */
 export default definePlugin({
   name: "metering",
-  requires: ["storage", "auth", "catalog"],
+  requires: ["storage", "auth", "catalog", "token-count"],
   configSchema: Type.Object({}),
   setup(_config, host) {
     const store = host.service("storage");
@@ -23,7 +31,26 @@ export default definePlugin({
       return priceUsage(usage, prices);
     }
 
+    /** Text a stream delivered, kept only until usage arrives: a stream cut short is billed from it. */
+    const streamed = new WeakMap<GatewayContext, string[]>();
+
+    function estimateUsage(ctx: GatewayContext): Usage | undefined {
+      const parts = streamed.get(ctx);
+      if (!parts || parts.length === 0) return undefined;
+      const exact = ctx.model!.family === "openai";
+      const outputTokens = countTextTokens(parts.join(""), exact);
+      return { inputTokens: ctx.promptTokenBound ?? 0, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0 };
+    }
+
     return {
+      onStreamEvent(ctx, event) {
+        if (ctx.usage) return;
+        const text = event.type === "text_delta" || event.type === "reasoning_delta" ? event.text : event.type === "tool_call_delta" ? event.arguments : undefined;
+        if (!text) return;
+        const parts = streamed.get(ctx);
+        if (parts) parts.push(text);
+        else streamed.set(ctx, [text]);
+      },
       onResponse(ctx) {
         if (!ctx.model) return;
         const cost = costOf(ctx);
@@ -32,10 +59,13 @@ export default definePlugin({
       },
       onComplete(ctx, outcome) {
         if (!ctx.principal || !ctx.model || !ctx.target) return;
-        // No usage (a call that failed before generating) prices to zero; a stream cut short bills what it reported.
+        // No usage: a call that failed before generating prices to zero; a stream cut short without a
+        // usage report is billed for the text it delivered (counted) and the prompt (its bound).
+        if (!ctx.usage && outcome.status !== "success") ctx.usage = estimateUsage(ctx);
         const cost = costOf(ctx);
         ctx.cost = cost.totalCost;
         store.recordGeneration(generationRecord(ctx, outcome, cost));
+        ctx.metered = true;
       },
     };
   },

@@ -116,6 +116,24 @@ export interface UsageRow extends UsageCounters {
   model: string;
 }
 
+/** Funds available to a new reservation: after committed debits and every reservation held. */
+export interface Funds {
+  account: NanoUsd;
+  /** null when the key has no budget. */
+  key: NanoUsd | null;
+}
+
+export interface ReservationInput {
+  /** The request id; the generation with this id releases it when its debit is written. */
+  id: string;
+  accountId: string;
+  keyId: string;
+  /** Whether the key has a budget (its funds are then checked too). */
+  keyLimited: boolean;
+  instanceId: string;
+  createdAt: number;
+}
+
 export interface Repository {
   createAccount(name: string): Promise<Account>;
   getAccount(id: string): Promise<Account | null>;
@@ -143,6 +161,20 @@ export interface Repository {
   listGenerations(accountId: string, page: RequestPage): Promise<Generation[]>;
   /** Daily roll-ups of an account (or one key) between two UTC days, inclusive. */
   usageByDay(query: { accountId: string; keyId?: string; startDay: string; endDay: string }): Promise<UsageRow[]>;
+
+  /**
+   * Atomically reads the available funds, asks `decide` for the amount to hold (it throws a
+   * GatewayError to refuse) and holds it. Concurrent reservations never spend the same funds.
+   */
+  reserve(input: ReservationInput, decide: (funds: Funds) => NanoUsd): Promise<NanoUsd>;
+  /** Drops a reservation now (a request that ends without a generation record). */
+  releaseReservation(id: string): Promise<void>;
+  /** Marks this gateway process alive. */
+  heartbeat(instanceId: string, now: number): Promise<void>;
+  /** Releases the reservations of processes not seen alive since `aliveSince`; returns how many. */
+  releaseStaleReservations(aliveSince: number): Promise<number>;
+  /** A process stopping cleanly: its reservations and its row go. */
+  removeInstance(instanceId: string): Promise<void>;
 
   getSetting(name: string): Promise<string | null>;
   setSetting(name: string, value: string): Promise<void>;

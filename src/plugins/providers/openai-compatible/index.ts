@@ -17,6 +17,7 @@ export default definePlugin({
         baseUrl: upstream.base_url,
         apiKeyEnv: upstream.api_key_env,
         apiKey: host.env[upstream.api_key_env] || undefined,
+      outputCapField: "max_tokens",
       });
     }
     return { providers };

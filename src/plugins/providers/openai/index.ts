@@ -12,6 +12,7 @@ export default definePlugin({
       baseUrl: config.base_url,
       apiKeyEnv: config.api_key_env,
       apiKey: host.env[config.api_key_env] || undefined,
+      outputCapField: "max_completion_tokens",
     });
     return { providers: { openai: provider } };
   },

@@ -12,6 +12,8 @@ export interface OpenAIWireUpstream {
   /** Name of the environment variable that holds the key (for the 503 message). */
   apiKeyEnv: string;
   apiKey: string | undefined;
+  /** Where a budget cap on output goes when the client set none: OpenAI wants max_completion_tokens, compatible vendors max_tokens. */
+  outputCapField: "max_completion_tokens" | "max_tokens";
 }
 
 /** A provider for any upstream that speaks OpenAI chat completions. */
@@ -20,7 +22,13 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
   const headers = upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : undefined;
   return {
     format: openaiChat,
-    buildBody: (ctx: GatewayContext) => openaiChat.relayRequestBody(ctx, ctx.target!.upstreamModel),
+    buildBody(ctx: GatewayContext) {
+      const body = openaiChat.relayRequestBody(ctx, ctx.target!.upstreamModel);
+      if (ctx.upstreamOutputCap !== undefined && body.max_tokens == null && body.max_completion_tokens == null) {
+        body[upstream.outputCapField] = ctx.upstreamOutputCap;
+      }
+      return body;
+    },
     async send(ctx, body) {
       if (!headers) {
         throw new ProviderUnavailableError(

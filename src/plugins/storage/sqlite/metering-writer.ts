@@ -117,11 +117,15 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
       }),
   );
 
+  // The request's budget reservation goes in the same transaction as its debit.
+  const deleteReservation = client.prepare("delete from reservations where id = ?");
+
   function applyBatch(batch: readonly Generation[]): void {
     const accountDebits = new Map<string, number>();
     const keyUsage = new Map<string, number>();
     const usage = new Map<string, UsageBucket>();
     for (const g of batch) {
+      deleteReservation.run(g.id);
       const inserted = insertGeneration.get({ ...g, streamInt: g.stream ? 1 : 0 });
       if (inserted === null || inserted === undefined) continue; // already stored: metered once
       if (g.totalCost > 0) {

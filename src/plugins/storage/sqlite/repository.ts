@@ -18,6 +18,7 @@ import { newId } from "./ids.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
+import { createSqliteReservations } from "./reservations.ts";
 import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
 
@@ -94,6 +95,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .limit(1)
     .prepare();
 
+  const reservations = createSqliteReservations(client);
   let closed = false;
   const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
 
@@ -301,6 +303,31 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async flush() {
       if (!closed) commits.flush();
+    },
+
+    async reserve(input, decide) {
+      assertOpen();
+      return reservations.reserve(input, decide);
+    },
+
+    async releaseReservation(id) {
+      assertOpen();
+      reservations.releaseReservation(id);
+    },
+
+    async heartbeat(instanceId, now) {
+      assertOpen();
+      reservations.heartbeat(instanceId, now);
+    },
+
+    async releaseStaleReservations(aliveSince) {
+      assertOpen();
+      return reservations.releaseStaleReservations(aliveSince);
+    },
+
+    async removeInstance(instanceId) {
+      assertOpen();
+      reservations.removeInstance(instanceId);
     },
 
     async ping() {

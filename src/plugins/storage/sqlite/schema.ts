@@ -143,4 +143,30 @@ export const settings = sqliteTable("settings", {
   value: text("value").notNull(),
 });
 
-export const sqliteSchema = { accounts, apiKeys, ledgerEntries, generations, usageDaily, settings };
+
+/**
+ * Worst-case costs held for requests in flight (budget plugin). A reservation is deleted in the same
+ * transaction that writes its request's generation and debit, so funds are never counted free twice.
+ */
+export const reservations = sqliteTable(
+  "reservations",
+  {
+    /** The request id. */
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    keyId: text("key_id").notNull(),
+    amountNano: money("amount_nano").notNull(),
+    /** The gateway process holding it; reservations of a dead process are released. */
+    instanceId: text("instance_id").notNull(),
+    createdAt: integer("created_at", { mode: "number" }).notNull(),
+  },
+  (t) => [index("reservations_account_idx").on(t.accountId), index("reservations_key_idx").on(t.keyId), index("reservations_instance_idx").on(t.instanceId)],
+);
+
+/** Live gateway processes on this store, by heartbeat. */
+export const gatewayInstances = sqliteTable("gateway_instances", {
+  id: text("id").primaryKey(),
+  heartbeatAt: integer("heartbeat_at", { mode: "number" }).notNull(),
+});
+
+export const sqliteSchema = { accounts, apiKeys, ledgerEntries, generations, usageDaily, settings, reservations, gatewayInstances };

@@ -1,0 +1,144 @@
+/**
+ * CPU profile of the gateway under load: where its time goes.
+ *
+ *   bun bench/profile.ts                 # non-streaming chat completions at c=64 for 5 s
+ *   bun bench/profile.ts --stream        # streaming instead
+ *   bun bench/profile.ts --duration 10 --concurrency 64
+ *
+ * Starts the fake upstream and `bun --cpu-prof src/index.ts`, drives the load, stops the gateway (the profile is
+ * written on exit) and prints the heaviest functions (self time), files and the gateway's own functions
+ * (inclusive time). The raw profile stays in bench/profiles/ (open it in Chrome DevTools or speedscope).
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { chatBody, streamLoop } from "./stream-client.ts";
+import {
+  BUN,
+  ROOT,
+  cannon,
+  freePort,
+  installCleanup,
+  provisionKey,
+  spawnChild,
+  startGatewayProcess,
+  stopAll,
+  stopChild,
+  waitReady,
+} from "./lib.ts";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
+
+function where(url: string): string {
+  if (!url) return "(native)";
+  const path = url.startsWith("file://") ? url.slice(7) : url;
+  const rel = path.startsWith(ROOT) ? relative(ROOT, path) : path;
+  const nm = rel.lastIndexOf("node_modules/");
+  return nm >= 0 ? rel.slice(nm) : rel;
+}
+
+function summarize(profile: CpuProfile, top: number): void {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const self = new Map<number, number>();
+  let total = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const dt = profile.timeDeltas[i] ?? 0;
+    self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + dt);
+    total += dt;
+  }
+  const label = (n: ProfileNode) => `${n.callFrame.functionName || "(anonymous)"}  ${where(n.callFrame.url)}${n.callFrame.url ? `:${n.callFrame.lineNumber + 1}` : ""}`;
+  const selfByFn = new Map<string, number>();
+  const selfByFile = new Map<string, number>();
+  const inclusive = new Map<string, number>();
+  for (const [id, t] of self) {
+    const n = byId.get(id)!;
+    selfByFn.set(label(n), (selfByFn.get(label(n)) ?? 0) + t);
+    const file = where(n.callFrame.url).replace(/^(node_modules\/(?:@[^/]+\/)?[^/]+)\/.*$/, "$1");
+    selfByFile.set(file, (selfByFile.get(file) ?? 0) + t);
+    // Inclusive time of the gateway's own functions (src/): each function once per stack.
+    const seen = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+      const node = byId.get(cur)!;
+      if (!where(node.callFrame.url).startsWith("src/")) continue;
+      const key = label(node);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      inclusive.set(key, (inclusive.get(key) ?? 0) + t);
+    }
+  }
+  const pct = (t: number) => `${((100 * t) / total).toFixed(1).padStart(5)}%`;
+  const print = (title: string, map: Map<string, number>) => {
+    console.log(`\n${title}`);
+    for (const [name, t] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pct(t)}  ${name}`);
+  };
+  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled, ${profile.samples.length} samples`);
+  print("self time by file / package", selfByFile);
+  print("self time by function", selfByFn);
+  print("inclusive time, gateway functions (src/)", inclusive);
+}
+
+async function main() {
+  installCleanup();
+  const args = process.argv.slice(2);
+  const arg = (name: string) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const stream = args.includes("--stream");
+  const durationMs = Number(arg("--duration") ?? 5) * 1000;
+  const concurrency = Number(arg("--concurrency") ?? 64);
+  const top = Number(arg("--top") ?? 25);
+  const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
+  const profileDir = join(ROOT, "bench", "profiles");
+  mkdirSync(profileDir, { recursive: true });
+  const name = `gateway-${stream ? "stream" : "nonstream"}-c${concurrency}.cpuprofile`;
+  try {
+    const upstreamPort = freePort();
+    const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
+    await waitReady(upstream, "/v1/models", false);
+    const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, {}, [
+      "--cpu-prof",
+      `--cpu-prof-dir=${profileDir}`,
+      `--cpu-prof-name=${name}`,
+    ]);
+    const key = await provisionKey(gateway.url);
+    const target = { name: "gateway" as const, url: gateway.url, key };
+    console.error(`profiling the gateway: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
+    if (stream) {
+      await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: chatBody({ stream: true }), concurrency, durationMs });
+    } else {
+      const figures = await cannon(target, chatBody({ stream: false }), concurrency, durationMs);
+      console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);
+    }
+    await stopChild(gateway, 15_000); // SIGTERM: the gateway exits normally and the profile is written
+    await stopChild(upstream);
+    const path = join(profileDir, name);
+    summarize(JSON.parse(readFileSync(path, "utf8")) as CpuProfile, top);
+    console.log(`\nwrote ${path}`);
+  } finally {
+    await stopAll();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+  process.exit(0);
+} catch (error) {
+  console.error(`profile failed: ${(error as Error)?.stack ?? error}`);
+  await stopAll();
+  process.exit(1);
+}
