@@ -161,6 +161,7 @@ interface UsageFigures {
   firstError: string | null;
   reportedRequests: number | null;
   days: number | null;
+  responseBytes: number | null;
 }
 
 async function usageLatency(gatewayUrl: string, key: string, scope: "account" | "key", startDay: string, endDay: string, count: number): Promise<UsageFigures> {
@@ -172,6 +173,7 @@ async function usageLatency(gatewayUrl: string, key: string, scope: "account" | 
   let firstError: string | null = null;
   let reportedRequests: number | null = null;
   let days: number | null = null;
+  let responseBytes: number | null = null;
   for (let i = -3; i < count; i++) {
     const started = performance.now();
     const response = await fetch(url, { headers });
@@ -188,12 +190,13 @@ async function usageLatency(gatewayUrl: string, key: string, scope: "account" | 
       const report = JSON.parse(text).data;
       reportedRequests = report.total?.requests ?? null;
       days = Array.isArray(report.days) ? report.days.length : null;
+      responseBytes = Buffer.byteLength(text);
     }
     const wait = GAP_MS - (performance.now() - started);
     if (wait > 0) await Bun.sleep(wait);
   }
   latencies.sort((a, b) => a - b);
-  return { scope, requests: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? Number.NaN, errors, firstError, reportedRequests, days };
+  return { scope, requests: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? Number.NaN, errors, firstError, reportedRequests, days, responseBytes };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -494,12 +497,12 @@ async function main() {
       };
       table(
         `GET /v1/usage, 92-day window over ${options.usageRows.toLocaleString("en-US")} generations (3 keys, 40 models); seeding took ${f(seeded.seedMs / 1000, 1)} s`,
-        ["scope", "measured", "requests", "p50 ms", "p99 ms", "max ms", "days", "requests in report", "errors"],
+        ["scope", "measured", "requests", "p50 ms", "p99 ms", "max ms", "days", "requests in report", "response KB", "errors"],
         [
-          ["account", "HTTP", String(account.requests), f(account.p50, 2), f(account.p99, 2), f(account.max, 2), String(account.days ?? "-"), String(account.reportedRequests ?? "-"), String(account.errors)],
-          ["key", "HTTP", String(key.requests), f(key.p50, 2), f(key.p99, 2), f(key.max, 2), String(key.days ?? "-"), String(key.reportedRequests ?? "-"), String(key.errors)],
-          ["account", "store only", String(storeAccount.length), f(percentile(storeAccount, 50), 2), f(percentile(storeAccount, 99), 2), f(storeAccount.at(-1), 2), "-", "-", "-"],
-          ["key", "store only", String(storeKey.length), f(percentile(storeKey, 50), 2), f(percentile(storeKey, 99), 2), f(storeKey.at(-1), 2), "-", "-", "-"],
+          ["account", "HTTP", String(account.requests), f(account.p50, 2), f(account.p99, 2), f(account.max, 2), String(account.days ?? "-"), String(account.reportedRequests ?? "-"), f((account.responseBytes ?? Number.NaN) / 1024, 0), String(account.errors)],
+          ["key", "HTTP", String(key.requests), f(key.p50, 2), f(key.p99, 2), f(key.max, 2), String(key.days ?? "-"), String(key.reportedRequests ?? "-"), f((key.responseBytes ?? Number.NaN) / 1024, 0), String(key.errors)],
+          ["account", "store only", String(storeAccount.length), f(percentile(storeAccount, 50), 2), f(percentile(storeAccount, 99), 2), f(storeAccount.at(-1), 2), "-", "-", "-", "-"],
+          ["key", "store only", String(storeKey.length), f(percentile(storeKey, 50), 2), f(percentile(storeKey, 99), 2), f(storeKey.at(-1), 2), "-", "-", "-", "-"],
         ],
       );
       if (account.errors + key.errors > 0) log(`WARNING: usage errors, first: ${account.firstError ?? key.firstError}`);

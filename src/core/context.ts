@@ -1,4 +1,4 @@
-import type { CanonicalRequest, StreamEvent, Usage } from "../formats/canonical.ts";
+import type { CanonicalChatRequest, CanonicalRequest, StreamEvent, Usage } from "../formats/canonical.ts";
 import type { WireFormat } from "./format.ts";
 import type { NanoUsd } from "./money.ts";
 
@@ -33,6 +33,8 @@ export interface GatewayContext {
   body: Record<string, unknown>;
   /** What plugins read about the request regardless of format. Writer: the core (ingress decode). */
   request: CanonicalRequest;
+  /** The whole request in canonical form, built only when formats differ. Writer: the core (translate.ts). */
+  canonical?: CanonicalChatRequest;
   /** Writer: the router (catalog plugin); a later plugin may re-route (sandbox). */
   target?: Target;
   /** The body sent upstream. Writer: the provider; `onUpstreamRequest` hooks may rewrite it. */

@@ -1,4 +1,4 @@
-import type { CanonicalRequest, StreamEvent, Usage } from "../formats/canonical.ts";
+import type { CanonicalChatRequest, CanonicalRequest, CanonicalResponse, StreamEvent, Usage } from "../formats/canonical.ts";
 import type { GatewayContext } from "./context.ts";
 import type { GatewayError } from "./errors.ts";
 import type { SseFrame } from "./sse.ts";
@@ -27,6 +27,38 @@ export interface WireFormat {
   readUpstreamError(status: number, bodyText: string): { message: string; type?: string; code?: string };
   /** An error event for a stream whose headers are already sent. */
   streamErrorFrame(error: GatewayError): string;
+
+  /** Translation, used when the client's format and the provider's differ (absent: this format is relay-only). */
+  translation?: FormatTranslation;
+}
+
+/** The pure translators of a format to and from the canonical form. */
+export interface FormatTranslation {
+  /** Client side: the client's body in canonical form (throws InvalidRequestError). */
+  toCanonical(body: Record<string, unknown>): CanonicalChatRequest;
+  /** Client side: a canonical answer in this format. */
+  encodeResponse(response: CanonicalResponse, ctx: GatewayContext): unknown;
+  /** Client side: canonical stream events to this format's SSE text. */
+  createStreamEncoder(ctx: GatewayContext): StreamEncoder;
+  /** Upstream side: the body to send an upstream of this format. */
+  fromCanonical(request: CanonicalChatRequest, upstreamModel: string): Record<string, unknown>;
+  /** Upstream side: an upstream answer in canonical form. */
+  decodeResponse(body: Record<string, unknown>): CanonicalResponse;
+  /** Upstream side: upstream SSE frames to canonical events. */
+  createStreamDecoder(): StreamDecoder;
+}
+
+export interface StreamEncoder {
+  /** SSE text for one event ("" when the event shows nothing in this format). */
+  encode(event: StreamEvent): string;
+  /** Text that closes the stream after the last event (e.g. `data: [DONE]`). */
+  end(): string;
+}
+
+export interface StreamDecoder {
+  decode(frame: SseFrame): StreamEvent[];
+  /** Events owed when the upstream stream ends (e.g. a finish never sent). */
+  end(): StreamEvent[];
 }
 
 export interface RelayedFrame {
@@ -38,4 +70,6 @@ export interface RelayedFrame {
 
 export interface StreamRelay {
   onFrame(frame: SseFrame): RelayedFrame;
+  /** What to send after the upstream's last frame (translating relays close the client's stream). */
+  end?(): RelayedFrame;
 }

@@ -1,4 +1,4 @@
-import type { GatewayContext, Outcome } from "./context.ts";
+import type { GatewayContext, Outcome, StreamEvent } from "./context.ts";
 import type { WireFormat } from "./format.ts";
 import type { Gateway, PluginInstance, Provider } from "./plugin.ts";
 import type { Logger } from "./log.ts";
@@ -13,6 +13,8 @@ import {
   asGatewayError,
 } from "./errors.ts";
 import { readSseFrames } from "./sse.ts";
+import { assertTranslatable, crossesFormats } from "./translate.ts";
+import type { RelayedFrame, StreamRelay } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 
 export interface Stage {
@@ -108,12 +110,7 @@ export class Pipeline implements Gateway {
     if (!provider) {
       throw new ProviderUnavailableError(`model "${ctx.request.model}" is served by provider "${target.provider}", which is not enabled in this gateway's configuration`);
     }
-    if (provider.format !== ctx.ingress) {
-      throw new InvalidRequestError(
-        `model "${ctx.request.model}" speaks the ${provider.format.name} format upstream; translation from ${ctx.ingress.name} is not enabled`,
-        { param: "model" },
-      );
-    }
+    if (crossesFormats(ctx, provider.format)) assertTranslatable(ctx.ingress, provider.format, ctx.request.model);
     ctx.upstreamBody = provider.buildBody(ctx);
     for (const stage of this.upstreamHooks) await stage.instance.onUpstreamRequest!(ctx);
     let response: Response;
@@ -136,11 +133,13 @@ export class Pipeline implements Gateway {
     } catch {
       throw new UpstreamError(`upstream ${ctx.target!.provider} answered with a body that is not JSON`);
     }
-    const { usage, id } = upstream.provider.format.readResponse(body);
+    const format = upstream.provider.format;
+    const translated = crossesFormats(ctx, format) ? format.translation!.decodeResponse(body) : undefined;
+    const { usage, id } = translated ?? format.readResponse(body);
     ctx.usage = usage;
     ctx.responseId = id;
     for (const stage of this.responseHooks) await stage.instance.onResponse!(ctx);
-    const relayed = upstream.provider.format.relayResponse(body, ctx);
+    const relayed = translated ? ctx.ingress.translation!.encodeResponse(translated, ctx) : format.relayResponse(body, ctx);
     await this.complete(ctx, { status: "success" }, reached);
     const headers = { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId, "content-type": "application/json" };
     return new Response(relayed === undefined ? text : JSON.stringify(relayed), { status: 200, headers });
@@ -148,7 +147,7 @@ export class Pipeline implements Gateway {
 
   private relayStream(ctx: GatewayContext, upstream: { response: Response; provider: Provider }, reached: number): Response {
     const format = upstream.provider.format;
-    const relay = format.createStreamRelay(ctx);
+    const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
     const frames = readSseFrames(body, ctx.signal);
@@ -170,6 +169,12 @@ export class Pipeline implements Gateway {
           while (true) {
             const next = await frames.next();
             if (next.done) {
+              const tail = relay.end?.();
+              for (const event of tail?.events ?? []) {
+                if (event.type === "error") streamError = event;
+                this.observe(ctx, event);
+              }
+              if (tail?.out) controller.enqueue(encoder.encode(tail.out));
               const outcome: Outcome = streamError
                 ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
                 : ctx.signal.aborted
@@ -182,10 +187,8 @@ export class Pipeline implements Gateway {
             ctx.firstTokenMono ??= performance.now();
             const relayed = relay.onFrame(next.value);
             for (const event of relayed.events) {
-              if (event.type === "usage") ctx.usage = event.usage;
-              else if (event.type === "message_start" && event.id) ctx.responseId = event.id;
-              else if (event.type === "error") streamError = event;
-              for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
+              if (event.type === "error") streamError = event;
+              this.observe(ctx, event);
             }
             if (relayed.out !== null) {
               controller.enqueue(encoder.encode(relayed.out));
@@ -220,6 +223,13 @@ export class Pipeline implements Gateway {
       connection: "keep-alive",
     };
     return new Response(stream, { status: 200, headers });
+  }
+
+  /** What the core reads from each stream event, then every plugin's onStreamEvent. */
+  private observe(ctx: GatewayContext, event: StreamEvent): void {
+    if (event.type === "usage") ctx.usage = event.usage;
+    else if (event.type === "message_start" && event.id) ctx.responseId = event.id;
+    for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
   }
 
   /** onComplete for every plugin whose onRequest stage was reached (reverse order), then the access log. */
@@ -293,3 +303,21 @@ export function newRequestId(): string {
 }
 
 export const REQUEST_ID_PATTERN = /^gen-[0-9a-f]{32}$/;
+
+/** A relay that decodes the upstream's frames to canonical events and encodes them in the client's format. */
+function translatingRelay(ctx: GatewayContext, upstream: WireFormat): StreamRelay & { end(): RelayedFrame } {
+  const decoder = upstream.translation!.createStreamDecoder();
+  const encoderOut = ctx.ingress.translation!.createStreamEncoder(ctx);
+  const encodeAll = (events: StreamEvent[]): RelayedFrame => {
+    let out = "";
+    for (const event of events) out += encoderOut.encode(event);
+    return { out: out === "" ? null : out, events };
+  };
+  return {
+    onFrame: (frame) => encodeAll(decoder.decode(frame)),
+    end() {
+      const last = encodeAll(decoder.end());
+      return { out: (last.out ?? "") + encoderOut.end() || null, events: last.events };
+    },
+  };
+}

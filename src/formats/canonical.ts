@@ -34,12 +34,78 @@ export interface CanonicalRequest {
   clientWantsStreamUsage: boolean;
 }
 
-/** Normalized stream events (architecture.md "Streaming"). */
+/** Normalized stream events (architecture.md "Streaming"). Tool calls are numbered 0.. in the order they start. */
 export type StreamEvent =
-  | { type: "message_start"; id?: string }
+  | { type: "message_start"; id?: string; model?: string }
   | { type: "text_delta"; text: string }
   | { type: "reasoning_delta"; text: string }
-  | { type: "tool_call_delta"; index: number; id?: string; name?: string; arguments?: string }
+  /** The end of a reasoning block: its opaque signature (Anthropic) or encrypted content, when the upstream sent one. */
+  | { type: "reasoning_signature"; signature: string }
+  | { type: "tool_call_start"; index: number; id: string; name: string }
+  | { type: "tool_call_delta"; index: number; arguments: string }
+  /** Usage so far; a later usage event replaces an earlier one. */
   | { type: "usage"; usage: Usage }
   | { type: "message_end"; finishReason: FinishReason }
-  | { type: "error"; message: string; status?: number };
+  | { type: "error"; message: string; status?: number; code?: string };
+
+/** Content of a message in canonical form. */
+export type CanonicalPart =
+  | { type: "text"; text: string }
+  | { type: "image"; source: { kind: "url"; url: string } | { kind: "base64"; mediaType: string; data: string } }
+  /** `arguments` is JSON text ("{}" when empty). */
+  | { type: "tool_call"; id: string; name: string; arguments: string }
+  | { type: "tool_result"; toolCallId: string; content: (CanonicalTextPart | CanonicalImagePart)[]; isError?: boolean }
+  /**
+   * Reasoning / thinking. `signature` (Anthropic) or `encrypted` (OpenAI) are opaque and valid only for the
+   * format and model named in `origin`: replayed there byte for byte, dropped anywhere else.
+   */
+  | { type: "reasoning"; text: string; signature?: string; redactedData?: string; origin?: { format: string; model: string } };
+
+export type CanonicalTextPart = Extract<CanonicalPart, { type: "text" }>;
+export type CanonicalImagePart = Extract<CanonicalPart, { type: "image" }>;
+
+export interface CanonicalMessage {
+  role: "user" | "assistant";
+  content: CanonicalPart[];
+}
+
+export interface CanonicalTool {
+  name: string;
+  description?: string;
+  /** JSON schema of the arguments (an object schema). */
+  parameters: Record<string, unknown>;
+  strict?: boolean;
+}
+
+export type CanonicalToolChoice = { type: "auto" } | { type: "none" } | { type: "required" } | { type: "tool"; name: string };
+
+/** A whole chat request in canonical form: what translators go through when formats differ. */
+export interface CanonicalChatRequest {
+  model: string;
+  /** System / developer instructions, hoisted and joined in order. */
+  system?: string;
+  messages: CanonicalMessage[];
+  tools?: CanonicalTool[];
+  toolChoice?: CanonicalToolChoice;
+  parallelToolCalls?: boolean;
+  maxOutputTokens?: number;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  stop?: string[];
+  responseFormat?: { type: "json_object" } | { type: "json_schema"; name: string; schema: Record<string, unknown>; strict?: boolean };
+  /** effort: minimal|low|medium|high|...; budgetTokens: a thinking budget. */
+  reasoning?: { effort?: string; budgetTokens?: number };
+  stream: boolean;
+  user?: string;
+}
+
+/** A whole non-streamed answer in canonical form. */
+export interface CanonicalResponse {
+  id: string;
+  model: string;
+  /** text, tool_call and reasoning parts, in order. */
+  content: CanonicalPart[];
+  finishReason: FinishReason;
+  usage: Usage;
+}

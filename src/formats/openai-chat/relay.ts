@@ -105,7 +105,9 @@ function readDelta(choice: Record<string, any>, events: StreamEvent[]): void {
     }
     if (Array.isArray(delta.tool_calls)) {
       for (const call of delta.tool_calls) {
-        events.push({ type: "tool_call_delta", index: call.index ?? 0, id: call.id, name: call.function?.name, arguments: call.function?.arguments });
+        const index = call.index ?? 0;
+        if (call.id) events.push({ type: "tool_call_start", index, id: call.id, name: call.function?.name ?? "" });
+        if (call.function?.arguments) events.push({ type: "tool_call_delta", index, arguments: call.function.arguments });
       }
     }
   }

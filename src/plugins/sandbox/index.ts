@@ -1,6 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin, type Provider } from "../../core/plugin.ts";
 import { openaiChat } from "../../formats/openai-chat/index.ts";
+import { upstreamBodyFor } from "../../core/translate.ts";
 import { sandboxCompletion, sandboxReply, sandboxStreamFrames } from "./reply.ts";
 
 /** A built-in simulated upstream that serves every catalog model, for trying the gateway offline. */
@@ -11,7 +12,7 @@ export default definePlugin({
   setup() {
     const provider: Provider = {
       format: openaiChat,
-      buildBody: (ctx) => openaiChat.relayRequestBody(ctx, ctx.target!.upstreamModel),
+      buildBody: (ctx) => upstreamBodyFor(ctx, openaiChat, ctx.target!.upstreamModel),
       async send(ctx, body) {
         const reply = sandboxReply(body as never, "chatcmpl-sandbox-" + ctx.requestId.slice(4, 28));
         if (!body.stream) return Response.json(sandboxCompletion(reply));

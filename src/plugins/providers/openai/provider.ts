@@ -2,6 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
 import { upstreamFetch } from "../../../core/http.ts";
+import { upstreamBodyFor } from "../../../core/translate.ts";
 import { openaiChat } from "../../../formats/openai-chat/index.ts";
 
 export interface OpenAIWireUpstream {
@@ -23,7 +24,7 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
   return {
     format: openaiChat,
     buildBody(ctx: GatewayContext) {
-      const body = openaiChat.relayRequestBody(ctx, ctx.target!.upstreamModel);
+      const body = upstreamBodyFor(ctx, openaiChat, ctx.target!.upstreamModel);
       if (ctx.upstreamOutputCap !== undefined && body.max_tokens == null && body.max_completion_tokens == null) {
         body[upstream.outputCapField] = ctx.upstreamOutputCap;
       }
