@@ -1,5 +1,4 @@
 import type { GatewayContext, Outcome, StreamEvent } from "./context.ts";
-import type { WireFormat } from "./format.ts";
 import type { Gateway, PluginInstance, Provider } from "./plugin.ts";
 import type { Logger } from "./log.ts";
 import type { ServerConfig } from "./config.ts";
@@ -14,7 +13,7 @@ import {
 } from "./errors.ts";
 import { readSseFrames } from "./sse.ts";
 import { assertTranslatable, crossesFormats } from "./translate.ts";
-import type { RelayedFrame, StreamRelay } from "./format.ts";
+import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 
 export interface Stage {
@@ -23,6 +22,12 @@ export interface Stage {
 }
 
 export const REQUEST_ID_HEADER = "x-gateway-request-id";
+
+/** The upstream's answer and the format it speaks. */
+interface Upstream {
+  response: Response;
+  format: WireFormat;
+}
 
 const encoder = new TextEncoder();
 
@@ -103,28 +108,29 @@ export class Pipeline implements Gateway {
     };
   }
 
-  private async callUpstream(ctx: GatewayContext): Promise<{ response: Response; provider: Provider }> {
+  private async callUpstream(ctx: GatewayContext): Promise<Upstream> {
     const target = ctx.target;
     if (!target) throw new GatewayError("no plugin routed the request (is the catalog plugin enabled?)");
     const provider = this.providers.get(target.provider);
     if (!provider) {
       throw new ProviderUnavailableError(`model "${ctx.request.model}" is served by provider "${target.provider}", which is not enabled in this gateway's configuration`);
     }
-    if (crossesFormats(ctx, provider.format)) assertTranslatable(ctx.ingress, provider.format, ctx.request.model);
-    ctx.upstreamBody = provider.buildBody(ctx);
+    const format = provider.formats.includes(ctx.ingress) ? ctx.ingress : provider.formats[0]!;
+    if (crossesFormats(ctx, format)) assertTranslatable(ctx.ingress, format, ctx.request.model);
+    ctx.upstreamBody = provider.buildBody(ctx, format);
     for (const stage of this.upstreamHooks) await stage.instance.onUpstreamRequest!(ctx);
     let response: Response;
     try {
-      response = await provider.send(ctx, ctx.upstreamBody);
+      response = await provider.send(ctx, ctx.upstreamBody, format);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
       throw new UpstreamError(`upstream ${target.provider} could not be reached: ${(error as Error).message}`, { cause: error });
     }
-    if (!response.ok) throw await upstreamFailure(response, provider, target.provider);
-    return { response, provider };
+    if (!response.ok) throw await upstreamFailure(response, format, target.provider);
+    return { response, format };
   }
 
-  private async relayResponse(ctx: GatewayContext, upstream: { response: Response; provider: Provider }, reached: number): Promise<Response> {
+  private async relayResponse(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
     const text = await upstream.response.text();
     ctx.firstTokenMono = performance.now();
     let body: Record<string, unknown>;
@@ -133,7 +139,7 @@ export class Pipeline implements Gateway {
     } catch {
       throw new UpstreamError(`upstream ${ctx.target!.provider} answered with a body that is not JSON`);
     }
-    const format = upstream.provider.format;
+    const format = upstream.format;
     const translated = crossesFormats(ctx, format) ? format.translation!.decodeResponse(body) : undefined;
     const { usage, id } = translated ?? format.readResponse(body);
     ctx.usage = usage;
@@ -145,8 +151,8 @@ export class Pipeline implements Gateway {
     return new Response(relayed === undefined ? text : JSON.stringify(relayed), { status: 200, headers });
   }
 
-  private relayStream(ctx: GatewayContext, upstream: { response: Response; provider: Provider }, reached: number): Response {
-    const format = upstream.provider.format;
+  private relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Response {
+    const format = upstream.format;
     const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
@@ -262,9 +268,9 @@ function failure(error: GatewayError): Outcome {
 }
 
 /** Maps an upstream's non-2xx answer to what the client should see. */
-async function upstreamFailure(response: Response, provider: Provider, name: string): Promise<GatewayError> {
+async function upstreamFailure(response: Response, format: WireFormat, name: string): Promise<GatewayError> {
   const text = await response.text().catch(() => "");
-  const info = provider.format.readUpstreamError(response.status, text);
+  const info = format.readUpstreamError(response.status, text);
   const message = `upstream ${name} answered ${response.status}: ${info.message}`;
   if (response.status === 400 || response.status === 413 || response.status === 422) {
     return new UpstreamHttpError(response.status === 422 ? 400 : response.status, message, "invalid_request_error", info.code ?? "upstream_invalid_request");

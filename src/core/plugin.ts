@@ -13,12 +13,12 @@ export interface Services {}
 
 /** An upstream the router can send a request to. */
 export interface Provider {
-  /** The provider's native wire format. */
-  readonly format: WireFormat;
-  /** The upstream body for this request (same format: relayed; otherwise translated by the core). */
-  buildBody(ctx: GatewayContext): Record<string, unknown>;
-  /** Sends the body upstream and returns the upstream's HTTP answer (not consumed). */
-  send(ctx: GatewayContext, body: Record<string, unknown>): Promise<Response>;
+  /** Native wire formats, preferred first: a client speaking one is relayed as is; others are translated to the first. */
+  readonly formats: readonly WireFormat[];
+  /** The upstream body in `format` (use `upstreamBodyFor` from core/translate.ts: relay or translation). */
+  buildBody(ctx: GatewayContext, format: WireFormat): Record<string, unknown>;
+  /** Sends the body upstream in `format` and returns the upstream's HTTP answer (not consumed). */
+  send(ctx: GatewayContext, body: Record<string, unknown>, format: WireFormat): Promise<Response>;
 }
 
 /** Runs a request through the pipeline: what ingress routes call. */

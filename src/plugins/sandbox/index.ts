@@ -11,8 +11,8 @@ export default definePlugin({
   configSchema: Type.Object({}),
   setup() {
     const provider: Provider = {
-      format: openaiChat,
-      buildBody: (ctx) => upstreamBodyFor(ctx, openaiChat, ctx.target!.upstreamModel),
+      formats: [openaiChat],
+      buildBody: (ctx, format) => upstreamBodyFor(ctx, format, ctx.target!.upstreamModel),
       async send(ctx, body) {
         const reply = sandboxReply(body as never, "chatcmpl-sandbox-" + ctx.requestId.slice(4, 28));
         if (!body.stream) return Response.json(sandboxCompletion(reply));

@@ -22,9 +22,9 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
   const url = upstream.baseUrl.replace(/\/+$/, "") + "/chat/completions";
   const headers = upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : undefined;
   return {
-    format: openaiChat,
-    buildBody(ctx: GatewayContext) {
-      const body = upstreamBodyFor(ctx, openaiChat, ctx.target!.upstreamModel);
+    formats: [openaiChat],
+    buildBody(ctx: GatewayContext, format) {
+      const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
       if (ctx.upstreamOutputCap !== undefined && body.max_tokens == null && body.max_completion_tokens == null) {
         body[upstream.outputCapField] = ctx.upstreamOutputCap;
       }
