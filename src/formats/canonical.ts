@@ -32,6 +32,8 @@ export interface CanonicalRequest {
   maxOutputTokens?: number;
   /** Whether a streaming client asked for the usage chunk itself (chat: stream_options.include_usage). */
   clientWantsStreamUsage: boolean;
+  /** Features the request uses, checked against the model's capabilities (400 when the model lacks one). */
+  uses?: { tools?: boolean; images?: boolean; jsonOutput?: boolean; reasoning?: boolean };
 }
 
 /** Normalized stream events (architecture.md "Streaming"). Tool calls are numbered 0.. in the order they start. */

@@ -58,6 +58,12 @@ export function decodeChatRequest(body: unknown): CanonicalRequest {
     stream: request.stream === true,
     maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? undefined,
     clientWantsStreamUsage: request.stream_options?.include_usage === true,
+    uses: {
+      tools: (request.tools?.length ?? 0) > 0,
+      images: request.messages.some((message) => Array.isArray(message.content) && message.content.some((part) => part.type === "image_url")),
+      jsonOutput: request.response_format !== undefined && request.response_format.type !== "text",
+      reasoning: typeof (request as Record<string, unknown>).reasoning_effort === "string" && (request as Record<string, unknown>).reasoning_effort !== "none",
+    },
   };
 }
 

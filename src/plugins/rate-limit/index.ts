@@ -1,0 +1,110 @@
+import { definePlugin } from "../../core/plugin.ts";
+import type { GatewayContext } from "../../core/context.ts";
+import type { Principal } from "../auth/principal.ts";
+import { rateLimitConfigSchema } from "./schema.ts";
+import type { Denial, WindowStore } from "./gcra.ts";
+import { createMemoryStore } from "./memory-store.ts";
+import { createRedisStore } from "./redis-store.ts";
+import { createPromotionalStatus } from "./promotional.ts";
+import { capBinds, limitExceeded, promptTooLarge, stricter } from "./limits.ts";
+import type { EffectiveLimits, RateLimitService } from "./service.ts";
+
+export type { EffectiveLimits, RateLimitService } from "./service.ts";
+
+/**
+ * Requests and tokens per minute per key (GCRA over 60 s), with the promotional caps of accounts that
+ * never paid. In memory, or in Redis shared by every instance; fails closed (503) when Redis is lost.
+ */
+export default definePlugin({
+  name: "rate-limit",
+  requires: ["auth", "storage", "token-count"],
+  configSchema: rateLimitConfigSchema,
+  async setup(config, host) {
+    const store = host.service("storage");
+    const now = host.now;
+    const capRpm = config.promotional.requests_per_minute;
+    const capTpm = config.promotional.tokens_per_minute;
+    const capped = capRpm > 0 || capTpm > 0;
+    const promotional = createPromotionalStatus(store, now, config.promotional_cache_ms);
+    const windows: WindowStore = config.redis_url
+      ? await createRedisStore({
+          url: config.redis_url,
+          keyPrefix: config.redis_key_prefix,
+          commandTimeoutMs: config.redis_command_timeout_ms,
+          log: host.log,
+        })
+      : createMemoryStore({ now });
+    host.log.info("rate-limit windows", { backend: config.redis_url ? "redis" : "memory" });
+
+    /** Admits the request under the key's effective limits, or throws 429; no limit: returns at once, allocating nothing. */
+    function admit(ctx: GatewayContext, principal: Principal, isPromotional: boolean): void | Promise<void> {
+      const key = principal.key;
+      const rpm = isPromotional ? stricter(key.requestsPerMinute, capRpm) : stricter(key.requestsPerMinute, 0);
+      const tpm = isPromotional ? stricter(key.tokensPerMinute, capTpm) : stricter(key.tokensPerMinute, 0);
+      if (rpm === 0 && tpm === 0) return;
+      const tokens = tpm > 0 ? (ctx.promptTokenBound ?? 0) : 0;
+      if (tokens > tpm && tpm > 0) {
+        ctx.log.rate_limit = "prompt_over_tpm";
+        throw promptTooLarge(tokens, tpm, capBinds(key.tokensPerMinute, capTpm, isPromotional));
+      }
+      const verdict = windows.admit(key.id, rpm, tpm, tokens, now());
+      if (verdict instanceof Promise) return verdict.then((refused) => decide(ctx, refused, rpm, tpm, tokens, isPromotional));
+      decide(ctx, verdict, rpm, tpm, tokens, isPromotional);
+    }
+
+    function decide(ctx: GatewayContext, refused: Denial | null, rpm: number, tpm: number, tokens: number, isPromotional: boolean): void {
+      if (refused === null) {
+        if (tpm > 0) ctx.rateLimitCharge = { tpm, tokens };
+        return;
+      }
+      const key = ctx.principal!.key;
+      const own = refused.limit === "rpm" ? key.requestsPerMinute : key.tokensPerMinute;
+      ctx.log.rate_limit = refused.limit;
+      throw limitExceeded(refused, rpm, tpm, tokens, capBinds(own, refused.limit === "rpm" ? capRpm : capTpm, isPromotional));
+    }
+
+    const service: RateLimitService = {
+      async effectiveLimits(principal: Principal): Promise<EffectiveLimits> {
+        // Read fresh (and refresh the cache): a client checking its limits right after a top-up sees them lifted.
+        const isPromotional = capped && (await promotional.refresh(principal.accountId));
+        const { requestsPerMinute, tokensPerMinute } = principal.key;
+        return {
+          requests_per_minute: stricter(requestsPerMinute, isPromotional ? capRpm : 0) || null,
+          tokens_per_minute: stricter(tokensPerMinute, isPromotional ? capTpm : 0) || null,
+        };
+      },
+    };
+
+    return {
+      provides: service,
+
+      onRequest(ctx) {
+        const principal = ctx.principal!;
+        if (!capped) return admit(ctx, principal, false);
+        const cached = promotional.peek(principal.accountId);
+        if (cached !== undefined) return admit(ctx, principal, cached);
+        return promotional.load(principal.accountId).then((isPromotional) => admit(ctx, principal, isPromotional));
+      },
+
+      onComplete(ctx) {
+        const charge = ctx.rateLimitCharge;
+        if (charge === undefined) return;
+        // Count what usage reports: completion tokens, and the prompt's actual size instead of its bound.
+        // No usage (failed before any): the prompt's charge is given back; the request itself still counts.
+        const usage = ctx.usage;
+        const tokens = (usage ? usage.inputTokens + usage.outputTokens : 0) - charge.tokens;
+        if (tokens === 0) return;
+        const settled = windows.adjust(ctx.principal!.key.id, charge.tpm, tokens, now());
+        // Not awaited: the response must not wait for Redis. Commands on one connection keep their order,
+        // so this instance's next admission already sees it.
+        if (settled instanceof Promise) {
+          settled.catch(function settleFailed(error) {
+            host.log.warn("rate-limit settle lost", { request_id: ctx.requestId, tokens, error: String(error?.cause ?? error) });
+          });
+        }
+      },
+
+      close: () => windows.close(),
+    };
+  },
+});
