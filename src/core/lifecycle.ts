@@ -19,8 +19,9 @@ export async function startGateway(
   const log = options.log ?? createLogger("core");
   const env = options.env ?? process.env;
   const config = await loadConfig(options.configFile ?? defaultConfigFile(env), env);
-  const stages = await setupPlugins(config, env, options.now ?? Date.now, log);
-  const pipeline = new Pipeline(stages, config.server, log);
+  const now = options.now ?? Date.now;
+  const stages = await setupPlugins(config, env, now, log);
+  const pipeline = new Pipeline(stages, config.server, log, now);
   const app = createApp(stages, pipeline, config.server, log);
   const port = options.port ?? config.server.port;
   app.listen({ port, hostname: config.server.hostname, idleTimeout: 0 });

@@ -44,6 +44,8 @@ export class Pipeline implements Gateway {
     private readonly stages: Stage[],
     private readonly server: ServerConfig,
     private readonly log: Logger,
+    /** Wall clock for request times (injectable for tests of time windows). */
+    private readonly now: () => number = Date.now,
   ) {
     this.requestStages = stages;
     this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
@@ -95,7 +97,7 @@ export class Pipeline implements Gateway {
     const timeout = AbortSignal.timeout(this.server.upstream_timeout_ms);
     return {
       requestId: newRequestId(),
-      startedAt: Date.now(),
+      startedAt: this.now(),
       startedMono: performance.now(),
       signal: AbortSignal.any([request.signal, timeout]),
       clientIp,

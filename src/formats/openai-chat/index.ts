@@ -3,6 +3,7 @@ import { errorBody, errorResponse, type GatewayError } from "../../core/errors.t
 import { decodeChatRequest } from "./request.ts";
 import { createChatStreamRelay, readChatUsage, relayChatRequestBody, relayChatResponse } from "./relay.ts";
 import { ZERO_USAGE } from "../canonical.ts";
+import { openaiChatTranslation } from "./translation/index.ts";
 
 /** OpenAI Chat Completions, as a client speaks it and as an upstream speaks it. */
 export const openaiChat: WireFormat = {
@@ -27,4 +28,5 @@ export const openaiChat: WireFormat = {
     return { message: text.slice(0, 500) || `HTTP ${status}` };
   },
   streamErrorFrame: (error: GatewayError) => `data: ${JSON.stringify(errorBody(error))}\n\n`,
+  translation: openaiChatTranslation,
 };

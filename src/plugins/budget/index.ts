@@ -1,6 +1,11 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { planReservation } from "./reservation.ts";
+import { planReservation, type ReservationPlan, type WorstCase } from "./reservation.ts";
+import { t } from "elysia";
+import { InvalidRequestError } from "../../core/errors.ts";
+import { usdToNano } from "../../core/money.ts";
+import type { Funds, PlanCycle } from "../storage/repository.ts";
+import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits } from "./plans.ts";
 
 /**
  * Holds each request's worst-case cost before it goes upstream, atomically against the account
@@ -14,8 +19,14 @@ export default definePlugin({
     heartbeat_ms: Type.Integer({ minimum: 100, default: 5_000 }),
     /** Reservations of a process silent this long are released (crash recovery). */
     stale_after_ms: Type.Integer({ minimum: 200, default: 30_000 }),
+    /** Monthly plans by name. */
+    plans: Type.Record(Type.String({ pattern: "^[a-z0-9][a-z0-9-]*$" }), PlanSchema, { default: {} }),
   }),
   async setup(config, host) {
+    if (config.stale_after_ms < 2 * config.heartbeat_ms) {
+      // Otherwise a live process that is one beat late looks dead, and its peers free the funds it holds.
+      throw new Error(`stale_after_ms (${config.stale_after_ms}) must be at least twice heartbeat_ms (${config.heartbeat_ms})`);
+    }
     const store = host.service("storage");
     const catalog = host.service("catalog");
     const instanceId = "gw_" + crypto.randomUUID().replaceAll("-", "").slice(0, 20);
@@ -30,6 +41,16 @@ export default definePlugin({
     const timer = setInterval(() => beat().catch((error) => host.log.error("heartbeat failed", { error: String(error) })), config.heartbeat_ms);
     timer.unref?.();
 
+    /** The plan cycle in force per account, cached a second (a purchase through this process clears it). */
+    const planCache = new Map<string, { cycle: PlanCycle | null; until: number }>();
+    async function activePlan(accountId: string, now: number) {
+      const cached = planCache.get(accountId);
+      if (cached && cached.until > now) return cached.cycle;
+      const cycle = await store.activePlan(accountId, now);
+      planCache.set(accountId, { cycle, until: now + 1000 });
+      return cycle;
+    }
+
     return {
       async onRequest(ctx) {
         const model = ctx.model!;
@@ -41,15 +62,69 @@ export default definePlugin({
           clientMaxOutput: ctx.request.maxOutputTokens,
           modelMaxOutput: model.max_output_tokens,
         };
+        const now = host.now();
+        const cycle = Object.keys(config.plans).length > 0 ? await activePlan(key.accountId, now) : null;
+        const plan = cycle ? config.plans[cycle.plan] : undefined;
+        const limits = plan ? planLimits(plan, now) : undefined;
         let outputCap: number | undefined;
-        const input = { id: ctx.requestId, accountId: key.accountId, keyId: key.id, keyLimited: key.limit !== null, instanceId, createdAt: ctx.startedAt };
+        const input = {
+          id: ctx.requestId,
+          accountId: key.accountId,
+          keyId: key.id,
+          keyLimited: key.limit !== null,
+          instanceId,
+          createdAt: ctx.startedAt,
+          windows: limits ? Object.fromEntries(Object.entries(limits.windows).map(([name, window]) => [name, window.start])) : undefined,
+        };
         const held = await store.reserve(input, (funds) => {
-          const plan = planReservation(worst, funds);
-          outputCap = plan.outputCap;
-          return plan.amount;
+          let reservation = planReservation(worst, funds);
+          if (limits) {
+            // All windows together, in the same transaction: the tightest one caps the output or refuses.
+            const room = Math.min(...Object.entries(limits.windows).map(([name, w]) => w.cap - (funds.windows[name]?.spent ?? 0)));
+            if (reservation.amount > room) {
+              const fitted = worst.clientMaxOutput === undefined ? fitWithin(worst, { ...funds, account: Math.min(funds.account, room) }) : undefined;
+              if (!fitted) checkWindows(limits, funds, reservation.amount, now); // throws, naming the window
+              reservation = fitted!;
+            }
+          }
+          outputCap = reservation.outputCap;
+          return reservation.amount;
         });
         ctx.upstreamOutputCap = outputCap;
         ctx.log.reserved_nano = held;
+      },
+      routes(app) {
+        // Under /admin/: the admin plugin's token check guards it before parsing.
+        app.get("/admin/v1/plans", () => ({ data: config.plans }), { detail: { summary: "Configured plans", tags: ["admin"] } });
+        app.post(
+          "/admin/v1/accounts/:id/plan",
+          async ({ params, body, set }) => {
+            const plan = config.plans[body.plan];
+            if (!plan) throw new InvalidRequestError(`unknown plan "${body.plan}"; configured: ${Object.keys(config.plans).join(", ") || "none"}`, { param: "plan" });
+            const now = host.now();
+            const { cycle, balance } = await store.purchasePlan({
+              id: "plan_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
+              accountId: params.id,
+              plan: body.plan,
+              funding: body.funding,
+              price: usdToNano(plan.price),
+              bonus: usdToNano(plan.bonus_credit ?? 0),
+              startedAt: now,
+              endsAt: now + PLAN_CYCLE_MS,
+              renewing: body.funding === "card",
+            });
+            planCache.delete(params.id);
+            set.status = 201;
+            return { data: cycleView(cycle, balance) };
+          },
+          {
+            body: t.Object({
+              plan: t.String({ minLength: 1 }),
+              funding: t.Union([t.Literal("balance"), t.Literal("card")], { error: "funding must be balance or card" }),
+            }),
+            detail: { summary: "Buy a plan cycle: balance (one non-renewing 30-day cycle per account) or card (recurring)", tags: ["admin"] },
+          },
+        );
       },
       async onComplete(ctx) {
         // Metered requests release their hold in the transaction that writes their debit.
@@ -57,8 +132,26 @@ export default definePlugin({
       },
       async close() {
         clearInterval(timer);
+        // Debits still queued in the group commit go first: each deletes its hold in its own transaction.
+        // Dropping the holds before that would show other processes the funds as free in between.
+        try {
+          await store.flush();
+        } catch (error) {
+          // The storage's final flush retries them; the holds left here go with their debits, or as stale.
+          host.log.warn("metering flush failed at stop; keeping this process's reservations", { error: String(error) });
+          return;
+        }
         await store.removeInstance(instanceId);
       },
     };
   },
 });
+
+/** A smaller output cap that fits the funds given, or undefined when even one token does not. */
+function fitWithin(worst: WorstCase, funds: Funds): ReservationPlan | undefined {
+  try {
+    return planReservation(worst, funds);
+  } catch {
+    return undefined;
+  }
+}

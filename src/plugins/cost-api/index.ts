@@ -21,6 +21,8 @@ export default definePlugin({
     const store = host.service("storage");
     const auth = host.service("auth");
     const withinLimit = config.requests_per_second > 0 ? createSecondWindowCounter(config.requests_per_second) : () => true;
+    // rate-limit: /v1/key shows the limits in force (promotional caps included); cost-api comes after it in the YAML.
+    const rateLimit = host.has("rate-limit") ? host.service("rate-limit") : undefined;
 
     /** Authenticates, rate-limits, and turns store failures into 503 unavailable. */
     async function serve<T>(request: Request, answer: (principal: Principal) => Promise<T>): Promise<{ data: T }> {
@@ -82,9 +84,15 @@ export default definePlugin({
           .get(
             "/v1/key",
             ({ request }) =>
-              serve(request, async ({ key }) =>
-                keyView(key, await store.keyUsage(key.id), { requests_per_minute: key.requestsPerMinute, tokens_per_minute: key.tokensPerMinute }),
-              ),
+              serve(request, async (principal) => {
+                const { key } = principal;
+                const [usage, rateLimits] = await Promise.all([
+                  store.keyUsage(key.id),
+                  // rate-limit: the effective limits; without the plugin, the key's own.
+                  rateLimit?.effectiveLimits(principal) ?? { requests_per_minute: key.requestsPerMinute, tokens_per_minute: key.tokensPerMinute },
+                ]);
+                return keyView(key, usage, rateLimits);
+              }),
             detail("The calling key's record"),
           );
       },

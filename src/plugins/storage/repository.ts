@@ -121,7 +121,24 @@ export interface Funds {
   account: NanoUsd;
   /** null when the key has no budget. */
   key: NanoUsd | null;
+  /** Per requested spend window: spent since its start (committed + every reservation held) and the oldest spend's time. */
+  windows: Record<string, { spent: NanoUsd; oldestAt: number | null }>;
 }
+
+export interface PlanPurchase {
+  id: string;
+  accountId: string;
+  plan: string;
+  funding: "balance" | "card";
+  price: NanoUsd;
+  /** Bonus credit that comes with the plan. */
+  bonus: NanoUsd;
+  startedAt: number;
+  endsAt: number;
+  renewing: boolean;
+}
+
+export type PlanCycle = Omit<PlanPurchase, "bonus">;
 
 export interface ReservationInput {
   /** The request id; the generation with this id releases it when its debit is written. */
@@ -132,6 +149,8 @@ export interface ReservationInput {
   keyLimited: boolean;
   instanceId: string;
   createdAt: number;
+  /** Spend windows to measure, by name: the window's start (epoch ms). */
+  windows?: Record<string, number>;
 }
 
 export interface Repository {
@@ -167,6 +186,10 @@ export interface Repository {
    * GatewayError to refuse) and holds it. Concurrent reservations never spend the same funds.
    */
   reserve(input: ReservationInput, decide: (funds: Funds) => NanoUsd): Promise<NanoUsd>;
+  /** Buys a plan cycle atomically: balance funding debits the price (once per account); the bonus is credited. */
+  purchasePlan(purchase: PlanPurchase): Promise<{ cycle: PlanCycle; balance: NanoUsd }>;
+  /** The plan cycle in force at `at`, if any. */
+  activePlan(accountId: string, at: number): Promise<PlanCycle | null>;
   /** Drops a reservation now (a request that ends without a generation record). */
   releaseReservation(id: string): Promise<void>;
   /** Marks this gateway process alive. */

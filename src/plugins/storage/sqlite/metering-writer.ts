@@ -119,11 +119,15 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
 
   // The request's budget reservation goes in the same transaction as its debit.
   const deleteReservation = client.prepare("delete from reservations where id = ?");
+  const addSpend = client.prepare(
+    "insert into spend_buckets (account_id, bucket_start, cost_nano) values (?, ?, ?) on conflict (account_id, bucket_start) do update set cost_nano = cost_nano + excluded.cost_nano",
+  );
 
   function applyBatch(batch: readonly Generation[]): void {
     const accountDebits = new Map<string, number>();
     const keyUsage = new Map<string, number>();
     const usage = new Map<string, UsageBucket>();
+    const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
     for (const g of batch) {
       deleteReservation.run(g.id);
       const inserted = insertGeneration.get({ ...g, streamInt: g.stream ? 1 : 0 });
@@ -137,6 +141,11 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
           createdAt: g.createdAt,
         });
         accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);
+        const bucketStart = spendBucketStart(g.createdAt);
+        const spendKey = g.accountId + "\u0000" + bucketStart;
+        const bucket = spend.get(spendKey);
+        if (bucket) bucket.cost += g.totalCost;
+        else spend.set(spendKey, { accountId: g.accountId, bucketStart, cost: g.totalCost });
         keyUsage.set(g.keyId, (keyUsage.get(g.keyId) ?? 0) + g.totalCost);
       }
       const day = utcDay(g.createdAt);
@@ -151,6 +160,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
     for (const [accountId, amount] of accountDebits) addAccountDebits.run({ accountId, amount });
     for (const [keyId, amount] of keyUsage) addKeyUsage.run({ keyId, amount });
     for (const bucket of usage.values()) upsertUsage.run({ ...bucket });
+    for (const bucket of spend.values()) addSpend.run(bucket.accountId, bucket.bucketStart, bucket.cost);
   }
 
   const transaction = client.transaction(applyBatch);
@@ -161,4 +171,11 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
       transaction.immediate(batch);
     },
   };
+}
+
+/** Spend windows count spend in 5-minute buckets by request start. */
+export const SPEND_BUCKET_MS = 5 * 60 * 1000;
+
+export function spendBucketStart(ms: number): number {
+  return ms - (ms % SPEND_BUCKET_MS);
 }

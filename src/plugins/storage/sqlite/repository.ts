@@ -19,6 +19,7 @@ import { createMeteringWriter } from "./metering-writer.ts";
 import { openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createSqliteReservations } from "./reservations.ts";
+import { createSqlitePlans } from "./plans.ts";
 import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
 
@@ -96,6 +97,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .prepare();
 
   const reservations = createSqliteReservations(client);
+  const plans = createSqlitePlans(client);
   let closed = false;
   const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
 
@@ -307,7 +309,20 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async reserve(input, decide) {
       assertOpen();
+      // Settled requests of this process release their holds with their debits: write them first, so a
+      // client's next request never sees the previous one's worst case still held.
+      commits.flush();
       return reservations.reserve(input, decide);
+    },
+
+    async purchasePlan(purchase) {
+      assertOpen();
+      return plans.purchasePlan(purchase);
+    },
+
+    async activePlan(accountId, at) {
+      assertOpen();
+      return plans.activePlan(accountId, at);
     },
 
     async releaseReservation(id) {

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Funds, ReservationInput } from "../repository.ts";
+import { spendBucketStart } from "./metering-writer.ts";
 
 /**
  * Budget reservations on SQLite. `reserve` runs in one IMMEDIATE transaction (the write lock), so
@@ -18,6 +19,12 @@ export function createSqliteReservations(client: Database) {
             - coalesce((select sum(r.amount_nano) from reservations r where r.key_id = ?), 0) as available
        from api_keys k where k.id = ?`,
   );
+  const windowSpend = client.prepare<{ spent: number; oldest: number | null }, [string, number]>(
+    `select coalesce(sum(cost_nano), 0) as spent, min(bucket_start) as oldest from spend_buckets where account_id = ? and bucket_start >= ?`,
+  );
+  const accountReserved = client.prepare<{ reserved: number }, [string]>(
+    `select coalesce(sum(amount_nano), 0) as reserved from reservations where account_id = ?`,
+  );
   const insert = client.prepare(
     `insert into reservations (id, account_id, key_id, amount_nano, instance_id, created_at) values (?, ?, ?, ?, ?, ?)`,
   );
@@ -35,7 +42,16 @@ export function createSqliteReservations(client: Database) {
   const reserveTransaction = client.transaction((input: ReservationInput, decide: (funds: Funds) => number): number => {
     const account = accountAvailable.get(input.accountId, input.accountId)?.available ?? 0;
     const key = input.keyLimited ? (keyAvailable.get(input.keyId, input.keyId)?.available ?? 0) : null;
-    const amount = decide({ account, key });
+    const windows: Funds["windows"] = {};
+    if (input.windows) {
+      const reserved = accountReserved.get(input.accountId)?.reserved ?? 0;
+      for (const [name, start] of Object.entries(input.windows)) {
+        // Whole buckets from the one holding the window's start: never under-counts.
+        const row = windowSpend.get(input.accountId, spendBucketStart(start));
+        windows[name] = { spent: (row?.spent ?? 0) + reserved, oldestAt: row?.oldest ?? null };
+      }
+    }
+    const amount = decide({ account, key, windows });
     if (amount > 0) insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
     return amount;
   });

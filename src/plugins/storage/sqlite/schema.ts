@@ -48,7 +48,7 @@ export const apiKeys = sqliteTable(
   (t) => [index("api_keys_account_idx").on(t.accountId)],
 );
 
-export const LEDGER_KINDS = ["card", "usdt", "bonus", "voucher", "promotional", "usage"] as const;
+export const LEDGER_KINDS = ["card", "usdt", "bonus", "voucher", "promotional", "usage", "plan"] as const;
 export type LedgerKind = (typeof LEDGER_KINDS)[number];
 
 export const generations = sqliteTable(
@@ -169,4 +169,46 @@ export const gatewayInstances = sqliteTable("gateway_instances", {
   heartbeatAt: integer("heartbeat_at", { mode: "number" }).notNull(),
 });
 
-export const sqliteSchema = { accounts, apiKeys, ledgerEntries, generations, usageDaily, settings, reservations, gatewayInstances };
+/** Account spend in 5-minute buckets (by request start), maintained by metering: plan spend windows sum these. */
+export const spendBuckets = sqliteTable(
+  "spend_buckets",
+  {
+    accountId: text("account_id").notNull(),
+    /** Epoch ms, a multiple of 5 minutes. */
+    bucketStart: integer("bucket_start", { mode: "number" }).notNull(),
+    costNano: money("cost_nano").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.bucketStart] })],
+);
+
+/** Plan cycles bought by accounts. */
+export const accountPlans = sqliteTable(
+  "account_plans",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    plan: text("plan").notNull(),
+    /** balance (one non-renewing cycle per account) or card (recurring). */
+    funding: text("funding").notNull(),
+    priceNano: money("price_nano").notNull(),
+    startedAt: integer("started_at", { mode: "number" }).notNull(),
+    endsAt: integer("ends_at", { mode: "number" }).notNull(),
+    renewing: integer("renewing", { mode: "boolean" }).notNull(),
+  },
+  (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)],
+);
+
+export const sqliteSchema = {
+  accounts,
+  apiKeys,
+  ledgerEntries,
+  generations,
+  usageDaily,
+  settings,
+  reservations,
+  gatewayInstances,
+  spendBuckets,
+  accountPlans,
+};

@@ -1,0 +1,88 @@
+import type { GatewayContext } from "../../core/context.ts";
+import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
+import { UpstreamError } from "../../core/errors.ts";
+import type { SseFrame } from "../../core/sse.ts";
+import { ZERO_USAGE, type Usage } from "../canonical.ts";
+import { anthropicStreamErrorFrame } from "./errors.ts";
+import { isWrappedSignature } from "./signature.ts";
+import { createMessagesStreamDecoder, frameType } from "./stream-decoder.ts";
+import { readMessagesUsage } from "./usage.ts";
+
+/**
+ * The upstream body for a Messages client on an Anthropic upstream: the client's body, model renamed.
+ * Thinking blocks the gateway minted for another provider's reasoning are dropped: Anthropic would reject them.
+ */
+export function relayMessagesRequestBody(ctx: GatewayContext, upstreamModel: string): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...ctx.body, model: upstreamModel };
+  const messages = withoutForeignThinking(ctx.body.messages);
+  if (messages !== ctx.body.messages) body.messages = messages;
+  return body;
+}
+
+/** The messages without gateway-wrapped thinking blocks (the same array when there are none). */
+export function withoutForeignThinking(messages: unknown): unknown {
+  if (!Array.isArray(messages)) return messages;
+  const foreign = (block: any) => (block?.type === "thinking" || block?.type === "redacted_thinking") && isWrappedSignature(block.signature);
+  if (!messages.some((message) => message?.role === "assistant" && Array.isArray(message.content) && message.content.some(foreign))) return messages;
+  const kept: unknown[] = [];
+  for (const message of messages) {
+    if (message?.role !== "assistant" || !Array.isArray(message.content)) {
+      kept.push(message);
+      continue;
+    }
+    const content = message.content.filter((block: unknown) => !foreign(block));
+    if (content.length > 0) kept.push({ ...message, content });
+  }
+  return kept;
+}
+
+/** Usage and id of a non-streaming Anthropic answer. */
+export function readMessagesResponse(body: Record<string, unknown>): { usage: Usage; id?: string } {
+  return {
+    usage: readMessagesUsage(body.usage as never) ?? { ...ZERO_USAGE },
+    id: typeof body.id === "string" ? body.id : undefined,
+  };
+}
+
+/** The client's body: the model the client asked for; undefined when the upstream text can go as is. */
+export function relayMessagesResponse(body: Record<string, unknown>, ctx: GatewayContext): unknown {
+  if (body.model === ctx.request.model) return undefined;
+  body.model = ctx.request.model;
+  return body;
+}
+
+/**
+ * Relays Anthropic frames as they came, always with their `event:` line (the SDK dispatches on it),
+ * rewriting only message_start's model; reads usage, deltas and the finish for plugins and metering.
+ */
+export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
+  const clientModel = ctx.request.model;
+  const decoder = createMessagesStreamDecoder();
+  return {
+    onFrame(frame: SseFrame): RelayedFrame {
+      let data: Record<string, any>;
+      try {
+        data = JSON.parse(frame.data);
+      } catch {
+        return { out: sseText(frame.event, frame.data), events: [] };
+      }
+      if (!data || typeof data !== "object") return { out: sseText(frame.event, frame.data), events: [] };
+      const type = frameType(frame, data);
+      const events = decoder.decodeData(type, data);
+      if (type === "message_start" && data.message && data.message.model !== clientModel) {
+        data.message.model = clientModel;
+        return { out: sseText(type, JSON.stringify(data)), events };
+      }
+      return { out: sseText(type || undefined, frame.data), events };
+    },
+    end(): RelayedFrame {
+      const events = decoder.end();
+      const error = events.find((event) => event.type === "error");
+      return { out: error ? anthropicStreamErrorFrame(new UpstreamError(error.message)) : null, events };
+    },
+  };
+}
+
+function sseText(event: string | undefined, data: string): string {
+  return event ? `event: ${event}\ndata: ${data}\n\n` : `data: ${data}\n\n`;
+}

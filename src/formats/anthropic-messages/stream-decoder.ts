@@ -1,0 +1,156 @@
+import type { StreamDecoder } from "../../core/format.ts";
+import type { SseFrame } from "../../core/sse.ts";
+import type { FinishReason, StreamEvent } from "../canonical.ts";
+import { mergeMessagesUsage, readMessagesUsage, type MessagesUsage } from "./usage.ts";
+
+/** Anthropic stop_reason -> canonical finish; tool use is derived from what was emitted (E.7). */
+export function finishFromStopReason(stopReason: unknown, sawTool: boolean): FinishReason {
+  switch (stopReason) {
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length";
+    case "refusal":
+      return "content_filter";
+    default:
+      // end_turn, stop_sequence, pause_turn, tool_use (without a tool block: demoted, F.11) and unknown values.
+      return sawTool ? "tool_calls" : "stop";
+  }
+}
+
+/** HTTP status of an Anthropic error type, for the request's recorded outcome. */
+export function statusOfErrorType(type: unknown): number {
+  switch (type) {
+    case "invalid_request_error":
+      return 400;
+    case "rate_limit_error":
+      return 429;
+    case "overloaded_error":
+      return 529;
+    case "timeout_error":
+      return 504;
+    default:
+      return 502;
+  }
+}
+
+type BlockKind = "text" | "thinking" | "tool" | "other";
+
+/** The event name of a frame: the SSE `event:` line, as the SDK dispatches on it, else the JSON `type`. */
+export function frameType(frame: SseFrame, data: Record<string, any>): string {
+  return frame.event ?? (typeof data.type === "string" ? data.type : "");
+}
+
+/**
+ * Anthropic SSE frames -> canonical events (B.7): usage from message_start and message_delta (the latter's
+ * cumulative fields replace the former's), deltas by block kind, tool calls numbered 0.. in start order.
+ */
+export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type: string, data: Record<string, any>): StreamEvent[] } {
+  let usage: MessagesUsage = {};
+  const blocks = new Map<number, { kind: BlockKind; tool?: number }>();
+  let tools = 0;
+  let finished = false;
+  let failed = false;
+  let received = false;
+
+  function usageEvent(next: MessagesUsage | undefined): StreamEvent[] {
+    if (!next || typeof next !== "object") return [];
+    usage = mergeMessagesUsage(usage, next);
+    return [{ type: "usage", usage: readMessagesUsage(usage)! }];
+  }
+
+  function decodeData(type: string, data: Record<string, any>): StreamEvent[] {
+    received = true;
+    switch (type) {
+      case "message_start": {
+        const message = data.message ?? {};
+        const start: StreamEvent = { type: "message_start", id: typeof message.id === "string" ? message.id : undefined, model: message.model };
+        return [start, ...usageEvent(message.usage)];
+      }
+      case "content_block_start":
+        return blockStart(data.index, data.content_block ?? {});
+      case "content_block_delta":
+        return blockDelta(blocks.get(data.index), data.delta ?? {});
+      case "message_delta": {
+        const events = usageEvent(data.usage);
+        const stopReason = data.delta?.stop_reason;
+        if (stopReason !== undefined && stopReason !== null && !finished) {
+          finished = true;
+          events.push({ type: "message_end", finishReason: finishFromStopReason(stopReason, tools > 0) });
+        }
+        return events;
+      }
+      case "message_stop":
+        if (finished || failed) return [];
+        finished = true;
+        return [{ type: "message_end", finishReason: finishFromStopReason(undefined, tools > 0) }];
+      case "error": {
+        failed = true;
+        const error = data.error ?? {};
+        const message = typeof error.message === "string" ? error.message : "upstream stream error";
+        return [{ type: "error", message, status: statusOfErrorType(error.type), code: typeof error.type === "string" ? error.type : undefined }];
+      }
+      default:
+        // ping, content_block_stop and event types this gateway does not know yet.
+        return [];
+    }
+  }
+
+  function blockStart(index: number, block: Record<string, any>): StreamEvent[] {
+    switch (block.type) {
+      case "text":
+        blocks.set(index, { kind: "text" });
+        return block.text ? [{ type: "text_delta", text: block.text }] : [];
+      case "thinking":
+        blocks.set(index, { kind: "thinking" });
+        return block.thinking ? [{ type: "reasoning_delta", text: block.thinking }] : [];
+      case "tool_use": {
+        const tool = tools++;
+        blocks.set(index, { kind: "tool", tool });
+        const events: StreamEvent[] = [{ type: "tool_call_start", index: tool, id: String(block.id ?? ""), name: String(block.name ?? "") }];
+        const input = block.input;
+        if (input && typeof input === "object" && Object.keys(input).length > 0) {
+          events.push({ type: "tool_call_delta", index: tool, arguments: JSON.stringify(input) });
+        }
+        return events;
+      }
+      default:
+        // redacted_thinking and server-tool blocks have no canonical stream form.
+        blocks.set(index, { kind: "other" });
+        return [];
+    }
+  }
+
+  function blockDelta(block: { kind: BlockKind; tool?: number } | undefined, delta: Record<string, any>): StreamEvent[] {
+    switch (delta.type) {
+      case "text_delta":
+        return block?.kind === "text" && delta.text ? [{ type: "text_delta", text: delta.text }] : [];
+      case "thinking_delta":
+        return block?.kind === "thinking" && delta.thinking ? [{ type: "reasoning_delta", text: delta.thinking }] : [];
+      case "signature_delta":
+        return block?.kind === "thinking" && delta.signature ? [{ type: "reasoning_signature", signature: delta.signature }] : [];
+      case "input_json_delta":
+        return block?.kind === "tool" && delta.partial_json ? [{ type: "tool_call_delta", index: block.tool!, arguments: delta.partial_json }] : [];
+      default:
+        return [];
+    }
+  }
+
+  return {
+    decodeData,
+    decode(frame: SseFrame): StreamEvent[] {
+      let data: Record<string, any>;
+      try {
+        data = JSON.parse(frame.data);
+      } catch {
+        return [];
+      }
+      if (!data || typeof data !== "object") return [];
+      return decodeData(frameType(frame, data), data);
+    },
+    end(): StreamEvent[] {
+      if (finished || failed) return [];
+      const message = received ? "upstream stream ended before message_stop" : "upstream stream ended without any event";
+      return [{ type: "error", message, status: 502 }];
+    },
+  };
+}

@@ -1,0 +1,204 @@
+import { InvalidRequestError } from "../../../core/errors.ts";
+import type {
+  CanonicalChatRequest,
+  CanonicalImagePart,
+  CanonicalMessage,
+  CanonicalPart,
+  CanonicalTextPart,
+  CanonicalTool,
+  CanonicalToolChoice,
+} from "../../canonical.ts";
+import { argumentsText } from "./finish.ts";
+import { customToolParameters, wrapCustomInput } from "./custom-tools.ts";
+import { chatMessageText, parseImageUrl } from "./content.ts";
+
+type Json = Record<string, any>;
+
+/** A chat-completions client body in canonical form (wire reference E.1). Throws InvalidRequestError naming the field. */
+export function chatToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
+  const request = body as Json;
+  const model = String(request.model ?? "");
+  const { system, messages } = readMessages(request.messages, model);
+  const canonical: CanonicalChatRequest = { model, messages, stream: request.stream === true };
+  if (system.length > 0) canonical.system = system.join("\n\n");
+  const tools = readTools(request.tools);
+  if (tools) canonical.tools = tools;
+  const toolChoice = readToolChoice(request.tool_choice);
+  if (toolChoice) canonical.toolChoice = toolChoice;
+  if (typeof request.parallel_tool_calls === "boolean") canonical.parallelToolCalls = request.parallel_tool_calls;
+  const maxOutput = request.max_completion_tokens ?? request.max_tokens;
+  if (typeof maxOutput === "number") canonical.maxOutputTokens = maxOutput;
+  if (typeof request.temperature === "number") canonical.temperature = request.temperature;
+  if (typeof request.top_p === "number") canonical.topP = request.top_p;
+  const stop = readStop(request.stop);
+  if (stop) canonical.stop = stop;
+  const responseFormat = readResponseFormat(request.response_format);
+  if (responseFormat) canonical.responseFormat = responseFormat;
+  if (typeof request.reasoning_effort === "string") canonical.reasoning = { effort: request.reasoning_effort };
+  if (typeof request.user === "string") canonical.user = request.user;
+  return canonical;
+}
+
+/** Hoists system/developer text (in order) and folds tool messages into user turns of tool results. */
+function readMessages(list: unknown, model: string): { system: string[]; messages: CanonicalMessage[] } {
+  if (!Array.isArray(list)) throw new InvalidRequestError("invalid request: 'messages' must be an array", { param: "messages" });
+  const system: string[] = [];
+  const messages: CanonicalMessage[] = [];
+  const legacy = { lastCallId: "", count: 0 };
+  /** The user turn that holds tool results, while tool messages (and the user text after them) keep coming. */
+  let toolTurn: CanonicalMessage | undefined;
+  list.forEach((message: Json, index) => {
+    const where = `messages.${index}`;
+    switch (message?.role) {
+      case "system":
+      case "developer": {
+        const text = chatMessageText(message.content, `${where}.content`);
+        if (text !== "") system.push(text);
+        return;
+      }
+      case "tool":
+      case "function": {
+        const part = readToolResult(message, where, legacy);
+        if (!toolTurn) messages.push((toolTurn = { role: "user", content: [] }));
+        toolTurn.content.push(part);
+        return;
+      }
+      case "user": {
+        const content = readUserContent(message.content, `${where}.content`);
+        if (toolTurn) toolTurn.content.push(...content);
+        else if (content.length > 0) messages.push({ role: "user", content });
+        return;
+      }
+      case "assistant": {
+        toolTurn = undefined;
+        const content = readAssistant(message, where, model, legacy);
+        if (content.length > 0) messages.push({ role: "assistant", content });
+        return;
+      }
+      default:
+        throw new InvalidRequestError(`invalid request: '${where}.role' is not a chat role (got ${JSON.stringify(message?.role)})`, {
+          param: `${where}.role`,
+        });
+    }
+  });
+  return { system, messages };
+}
+
+function readUserContent(content: unknown, where: string): (CanonicalTextPart | CanonicalImagePart)[] {
+  if (content === null || content === undefined) return [];
+  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
+  if (!Array.isArray(content)) throw new InvalidRequestError(`invalid request: '${where}' must be a string or an array of parts`, { param: where });
+  const parts: (CanonicalTextPart | CanonicalImagePart)[] = [];
+  content.forEach((part: Json, index) => {
+    const at = `${where}.${index}`;
+    if (part?.type === "text") {
+      if (typeof part.text === "string" && part.text !== "") parts.push({ type: "text", text: part.text });
+    } else if (part?.type === "image_url") {
+      const url = typeof part.image_url === "string" ? part.image_url : part.image_url?.url;
+      parts.push({ type: "image", source: parseImageUrl(url, `${at}.image_url.url`) });
+    } else {
+      throw new InvalidRequestError(
+        `invalid request: '${at}.type' ${JSON.stringify(part?.type)} cannot be translated for this model's upstream (text and image_url parts can)`,
+        { param: `${at}.type` },
+      );
+    }
+  });
+  return parts;
+}
+
+function readAssistant(message: Json, where: string, model: string, legacy: { lastCallId: string; count: number }): CanonicalPart[] {
+  const parts: CanonicalPart[] = [];
+  const reasoning = typeof message.reasoning_content === "string" ? message.reasoning_content : message.reasoning;
+  if (typeof reasoning === "string" && reasoning !== "") {
+    parts.push({ type: "reasoning", text: reasoning, origin: { format: "openai-chat", model } });
+  }
+  const text = chatMessageText(message.content, `${where}.content`);
+  if (text !== "") parts.push({ type: "text", text });
+  if (Array.isArray(message.tool_calls)) {
+    message.tool_calls.forEach((call: Json, index: number) => parts.push(readToolCall(call, `${where}.tool_calls.${index}`)));
+  }
+  if (message.function_call && typeof message.function_call === "object") {
+    legacy.lastCallId = `call_legacy_${legacy.count++}`;
+    const call = message.function_call as Json;
+    parts.push({ type: "tool_call", id: legacy.lastCallId, name: String(call.name ?? ""), arguments: argumentsText(call.arguments) });
+  }
+  return parts;
+}
+
+function readToolCall(call: Json, where: string): CanonicalPart {
+  if (typeof call?.id !== "string" || call.id === "") {
+    throw new InvalidRequestError(`invalid request: '${where}.id' is required`, { param: `${where}.id` });
+  }
+  if (call.type === "custom") {
+    return { type: "tool_call", id: call.id, name: String(call.custom?.name ?? ""), arguments: wrapCustomInput(call.custom?.input) };
+  }
+  return { type: "tool_call", id: call.id, name: String(call.function?.name ?? ""), arguments: argumentsText(call.function?.arguments) };
+}
+
+function readToolResult(message: Json, where: string, legacy: { lastCallId: string }): CanonicalPart {
+  const toolCallId = message.role === "function" ? legacy.lastCallId : message.tool_call_id;
+  if (typeof toolCallId !== "string" || toolCallId === "") {
+    throw new InvalidRequestError(`invalid request: '${where}.tool_call_id' is required on tool messages`, { param: `${where}.tool_call_id` });
+  }
+  const text = chatMessageText(message.content, `${where}.content`);
+  return { type: "tool_result", toolCallId, content: text === "" ? [] : [{ type: "text", text }] };
+}
+
+function readTools(tools: unknown): CanonicalTool[] | undefined {
+  if (!Array.isArray(tools) || tools.length === 0) return undefined;
+  return tools.map((tool: Json, index): CanonicalTool => {
+    if (tool?.type === "function") {
+      const fn = tool.function ?? {};
+      return withOptional({ name: String(fn.name ?? ""), parameters: fn.parameters ?? { type: "object", properties: {} } }, fn);
+    }
+    if (tool?.type === "custom") {
+      const custom = tool.custom ?? {};
+      return withOptional({ name: String(custom.name ?? ""), parameters: customToolParameters() }, { description: custom.description });
+    }
+    throw new InvalidRequestError(`invalid request: 'tools.${index}.type' ${JSON.stringify(tool?.type)} is not supported (function and custom are)`, {
+      param: `tools.${index}.type`,
+    });
+  });
+}
+
+function withOptional(tool: CanonicalTool, source: Json): CanonicalTool {
+  if (typeof source.description === "string") tool.description = source.description;
+  if (typeof source.strict === "boolean") tool.strict = source.strict;
+  return tool;
+}
+
+function readToolChoice(choice: unknown): CanonicalToolChoice | undefined {
+  if (choice === undefined || choice === null) return undefined;
+  if (choice === "auto" || choice === "none" || choice === "required") return { type: choice };
+  const value = choice as Json;
+  if (value.type === "function" && typeof value.function?.name === "string") return { type: "tool", name: value.function.name };
+  if (value.type === "custom" && typeof value.custom?.name === "string") return { type: "tool", name: value.custom.name };
+  // allowed_tools cannot narrow the tool list in canonical form: keep its mode.
+  if (value.type === "allowed_tools") return { type: value.allowed_tools?.mode === "required" ? "required" : "auto" };
+  throw new InvalidRequestError(`invalid request: 'tool_choice' ${JSON.stringify(choice).slice(0, 60)} is not supported`, { param: "tool_choice" });
+}
+
+function readStop(stop: unknown): string[] | undefined {
+  if (typeof stop === "string") return [stop];
+  if (Array.isArray(stop)) {
+    const list = stop.filter((item): item is string => typeof item === "string");
+    return list.length > 0 ? list : undefined;
+  }
+  return undefined;
+}
+
+function readResponseFormat(format: unknown): CanonicalChatRequest["responseFormat"] {
+  const value = format as Json | undefined;
+  if (value?.type === "json_object") return { type: "json_object" };
+  if (value?.type === "json_schema") {
+    const spec = (value.json_schema ?? {}) as Json;
+    const result: CanonicalChatRequest["responseFormat"] = {
+      type: "json_schema",
+      name: typeof spec.name === "string" ? spec.name : "response",
+      schema: spec.schema ?? {},
+    };
+    if (typeof spec.strict === "boolean") result.strict = spec.strict;
+    return result;
+  }
+  return undefined;
+}

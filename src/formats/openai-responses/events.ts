@@ -1,0 +1,140 @@
+import type { FinishReason, StreamEvent } from "../canonical.ts";
+import { readResponsesUsage } from "./usage.ts";
+import { canonicalToolName, wrapCustomInput } from "./tools.ts";
+import { RESPONSES_FORMAT } from "./reasoning-state.ts";
+
+type Json = Record<string, any>;
+
+interface ToolItem {
+  index: number;
+  custom: boolean;
+  /** Arguments already reported (some upstreams send them only in the `.done` events: F.9). */
+  reported: boolean;
+  input: string;
+}
+
+/** What one Responses stream event from an upstream carries, in canonical events. */
+export interface ResponsesEventReader {
+  read(event: Json): StreamEvent[];
+  /** Whether a terminal event (completed, incomplete, failed, error) was read. */
+  readonly finished: boolean;
+}
+
+/**
+ * Reads Responses stream events (wire reference C.4) as canonical events: the relay's view for metering
+ * and plugins, and the stream decoder's whole job. Tool calls are numbered 0.. in the order their items
+ * are added; arguments that only come in `.done` events are reported from there.
+ */
+export function createResponsesEventReader(): ResponsesEventReader {
+  const tools = new Map<string, ToolItem>();
+  let toolCount = 0;
+  let finished = false;
+
+  function toolItem(item: Json, events: StreamEvent[]): ToolItem | undefined {
+    if (item?.type !== "function_call" && item?.type !== "custom_tool_call") return undefined;
+    const key = String(item.id ?? item.call_id ?? "");
+    let tool = tools.get(key);
+    if (!tool) {
+      tool = { index: toolCount++, custom: item.type === "custom_tool_call", reported: false, input: "" };
+      tools.set(key, tool);
+      const name = canonicalToolName(String(item.name ?? ""), item.namespace);
+      events.push({ type: "tool_call_start", index: tool.index, id: String(item.call_id ?? key), name });
+    }
+    return tool;
+  }
+
+  function report(tool: ToolItem | undefined, args: unknown, events: StreamEvent[]): void {
+    if (!tool || tool.reported) return;
+    tool.reported = true;
+    const text = tool.custom ? wrapCustomInput(args) : typeof args === "string" && args.trim() !== "" ? args : "{}";
+    events.push({ type: "tool_call_delta", index: tool.index, arguments: text });
+  }
+
+  function terminal(response: Json, events: StreamEvent[], finish: FinishReason | undefined): void {
+    finished = true;
+    const usage = readResponsesUsage(response?.usage);
+    if (usage) events.push({ type: "usage", usage });
+    if (finish) events.push({ type: "message_end", finishReason: finish });
+  }
+
+  return {
+    get finished() {
+      return finished;
+    },
+    read(event: Json): StreamEvent[] {
+      const events: StreamEvent[] = [];
+      switch (event?.type) {
+        case "response.created": {
+          const response = event.response ?? {};
+          events.push({
+            type: "message_start",
+            ...(typeof response.id === "string" ? { id: response.id } : {}),
+            ...(typeof response.model === "string" ? { model: response.model } : {}),
+          });
+          break;
+        }
+        case "response.output_text.delta":
+        case "response.refusal.delta":
+          if (typeof event.delta === "string" && event.delta !== "") events.push({ type: "text_delta", text: event.delta });
+          break;
+        case "response.reasoning_summary_text.delta":
+        case "response.reasoning_text.delta":
+          if (typeof event.delta === "string" && event.delta !== "") events.push({ type: "reasoning_delta", text: event.delta });
+          break;
+        case "response.output_item.added":
+          toolItem(event.item, events);
+          break;
+        case "response.function_call_arguments.delta": {
+          const tool = tools.get(String(event.item_id));
+          if (tool && !tool.custom && typeof event.delta === "string" && event.delta !== "") {
+            // Deltas count as reported only once one arrived; an empty call still gets "{}" at its end.
+            tool.reported = true;
+            events.push({ type: "tool_call_delta", index: tool.index, arguments: event.delta });
+          }
+          break;
+        }
+        case "response.function_call_arguments.done":
+          report(tools.get(String(event.item_id)), event.arguments, events);
+          break;
+        case "response.custom_tool_call_input.delta": {
+          const tool = tools.get(String(event.item_id));
+          if (tool && typeof event.delta === "string") tool.input += event.delta;
+          break;
+        }
+        case "response.output_item.done": {
+          const item = event.item ?? {};
+          if (item.type === "reasoning" && typeof item.encrypted_content === "string" && item.encrypted_content !== "") {
+            events.push({ type: "reasoning_signature", signature: item.encrypted_content });
+          }
+          const tool = toolItem(item, events);
+          if (tool) report(tool, tool.custom ? (typeof item.input === "string" ? item.input : tool.input) : item.arguments, events);
+          break;
+        }
+        case "response.completed":
+          terminal(event.response, events, toolCount > 0 ? "tool_calls" : "stop");
+          break;
+        case "response.incomplete": {
+          const reason = event.response?.incomplete_details?.reason;
+          terminal(event.response, events, reason === "content_filter" ? "content_filter" : "length");
+          break;
+        }
+        case "response.failed": {
+          terminal(event.response, events, undefined);
+          const error = event.response?.error ?? {};
+          events.push({ type: "error", message: String(error.message ?? "upstream response failed"), ...(error.code ? { code: String(error.code) } : {}) });
+          break;
+        }
+        case "error":
+          finished = true;
+          events.push({ type: "error", message: String(event.message ?? event.error?.message ?? "upstream stream error"), ...(event.code ? { code: String(event.code) } : {}) });
+          break;
+      }
+      return events;
+    },
+  };
+}
+
+/** The origin stamped on reasoning an OpenAI Responses upstream produced. */
+export function responsesOrigin(model: string): { format: string; model: string } {
+  return { format: RESPONSES_FORMAT, model };
+}

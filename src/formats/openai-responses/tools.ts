@@ -1,0 +1,114 @@
+import type { CanonicalTool, CanonicalToolChoice } from "../canonical.ts";
+
+type Json = Record<string, any>;
+
+/** A tool as the Responses client declared it, found again by its canonical name. */
+export interface ClientTool {
+  kind: "function" | "custom";
+  name: string;
+  namespace?: string;
+}
+
+/** Tool types the client runs itself; every other type (web_search, file_search, mcp, ...) is hosted by OpenAI. */
+const CLIENT_TOOL_TYPES = new Set(["function", "custom", "namespace"]);
+
+/**
+ * The canonical (single, flat) name of a Responses tool. Tools grouped in a `namespace` tool are called
+ * with `{name, namespace}`: other formats see them as `<namespace>__<name>`.
+ */
+export function canonicalToolName(name: string, namespace?: unknown): string {
+  return typeof namespace === "string" && namespace !== "" ? `${namespace}__${name}` : name;
+}
+
+/** The client's function and custom tools by canonical name, to answer a call in the shape the client declared. */
+export function clientTools(body: Record<string, unknown>): Map<string, ClientTool> {
+  const tools = new Map<string, ClientTool>();
+  const add = (tool: Json, namespace?: string) => {
+    if ((tool?.type !== "function" && tool?.type !== "custom") || typeof tool.name !== "string") return;
+    tools.set(canonicalToolName(tool.name, namespace), { kind: tool.type, name: tool.name, ...(namespace ? { namespace } : {}) });
+  };
+  for (const tool of Array.isArray(body.tools) ? (body.tools as Json[]) : []) {
+    if (tool?.type === "namespace" && Array.isArray(tool.tools)) for (const inner of tool.tools) add(inner, String(tool.name ?? ""));
+    else add(tool);
+  }
+  return tools;
+}
+
+/**
+ * Responses tools in canonical form. Function tools are flat here (nested in chat); custom (freeform)
+ * tools become a function taking `{input: string}` (E.3); namespace tools are flattened. Hosted tools
+ * (web_search, file_search, code_interpreter, mcp, local_shell, ...) only run on OpenAI's servers: they are
+ * left out when the request goes to another format, so the model simply does not see them.
+ */
+export function toolsToCanonical(tools: unknown): CanonicalTool[] {
+  const out: CanonicalTool[] = [];
+  const add = (tool: Json, namespace?: string) => {
+    if (tool?.type === "function" && typeof tool.name === "string") {
+      out.push({
+        name: canonicalToolName(tool.name, namespace),
+        ...(typeof tool.description === "string" ? { description: tool.description } : {}),
+        parameters: isObject(tool.parameters) ? tool.parameters : { type: "object", properties: {} },
+        ...(typeof tool.strict === "boolean" ? { strict: tool.strict } : {}),
+      });
+    } else if (tool?.type === "custom" && typeof tool.name === "string") {
+      out.push({
+        name: canonicalToolName(tool.name, namespace),
+        ...(typeof tool.description === "string" ? { description: tool.description } : {}),
+        parameters: customToolParameters(tool.format),
+      });
+    }
+  };
+  for (const tool of Array.isArray(tools) ? (tools as Json[]) : []) {
+    if (tool?.type === "namespace" && Array.isArray(tool.tools)) for (const inner of tool.tools) add(inner, String(tool.name ?? ""));
+    else add(tool);
+  }
+  return out;
+}
+
+/** Whether a tool type runs on OpenAI's servers (and so cannot be translated). */
+export function isHostedTool(type: unknown): boolean {
+  return typeof type === "string" && !CLIENT_TOOL_TYPES.has(type);
+}
+
+/** A custom tool's stand-in schema; its grammar goes in the description so the model knows the raw format. */
+function customToolParameters(format: unknown): Record<string, unknown> {
+  const spec = isObject(format) ? (format as Json) : {};
+  const description =
+    spec.type === "grammar" && typeof spec.definition === "string"
+      ? `The tool's raw input (plain text, not JSON), following this ${String(spec.syntax ?? "")} grammar:\n${spec.definition}`
+      : "The tool's raw input (plain text).";
+  return { type: "object", properties: { input: { type: "string", description } }, required: ["input"], additionalProperties: false };
+}
+
+/** A Responses tool_choice in canonical form; a hosted-tool choice (its tool is dropped) reads as auto. */
+export function toolChoiceToCanonical(choice: unknown): CanonicalToolChoice | undefined {
+  if (choice === undefined || choice === null) return undefined;
+  if (choice === "auto" || choice === "none" || choice === "required") return { type: choice };
+  if (!isObject(choice)) return { type: "auto" };
+  const spec = choice as Json;
+  if ((spec.type === "function" || spec.type === "custom") && typeof spec.name === "string") {
+    return { type: "tool", name: canonicalToolName(spec.name, spec.namespace) };
+  }
+  if (spec.type === "allowed_tools") return { type: spec.mode === "required" ? "required" : "auto" };
+  return { type: "auto" };
+}
+
+/** The raw input of a custom tool call back from `{"input": "..."}` arguments (the arguments as sent otherwise). */
+export function unwrapCustomInput(args: string): string {
+  if (args.trim() === "") return "";
+  try {
+    const parsed = JSON.parse(args);
+    if (typeof parsed?.input === "string") return parsed.input;
+    if (isObject(parsed) && Object.keys(parsed).length === 0) return "";
+  } catch {}
+  return args;
+}
+
+/** A custom tool call's raw input as canonical (JSON) arguments. */
+export function wrapCustomInput(input: unknown): string {
+  return JSON.stringify({ input: typeof input === "string" ? input : "" });
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,90 @@
+import type { Database } from "bun:sqlite";
+import { ConflictError, InsufficientBalanceError, NotFoundError } from "../../../core/errors.ts";
+import { nanoToUsdString } from "../../../core/money.ts";
+import type { PlanCycle, PlanPurchase } from "../repository.ts";
+import { newId } from "./ids.ts";
+
+interface PlanRow {
+  id: string;
+  account_id: string;
+  plan: string;
+  funding: string;
+  price_nano: number;
+  started_at: number;
+  ends_at: number;
+  renewing: number;
+}
+
+function toCycle(row: PlanRow): PlanCycle {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    plan: row.plan,
+    funding: row.funding as PlanCycle["funding"],
+    price: row.price_nano,
+    startedAt: row.started_at,
+    endsAt: row.ends_at,
+    renewing: row.renewing === 1,
+  };
+}
+
+/** Plan cycles: a balance-funded purchase debits the price; any purchase credits the plan's bonus. One transaction. */
+export function createSqlitePlans(client: Database) {
+  const available = client.prepare<{ available: number }, [string, string]>(
+    `select a.total_credits_nano - a.total_debits_nano
+            - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
+       from accounts a where a.id = ?`,
+  );
+  const balanceFunded = client.prepare<{ id: string }, [string]>(
+    `select id from account_plans where account_id = ? and funding = 'balance' limit 1`,
+  );
+  const insertPlan = client.prepare(
+    `insert into account_plans (id, account_id, plan, funding, price_nano, started_at, ends_at, renewing) values (?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const insertEntry = client.prepare(
+    `insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at) values (?, ?, ?, ?, ?, null, ?)`,
+  );
+  const addDebits = client.prepare(`update accounts set total_debits_nano = total_debits_nano + ? where id = ?`);
+  const addCredits = client.prepare(`update accounts set total_credits_nano = total_credits_nano + ? where id = ?`);
+  const balance = client.prepare<{ balance: number }, [string]>(`select total_credits_nano - total_debits_nano as balance from accounts where id = ?`);
+  const active = client.prepare<PlanRow, [string, number, number]>(
+    `select * from account_plans where account_id = ? and started_at <= ? and (ends_at > ? or renewing = 1) order by started_at desc limit 1`,
+  );
+
+  const purchase = client.transaction((p: PlanPurchase) => {
+    const funds = available.get(p.accountId, p.accountId);
+    if (!funds) throw new NotFoundError(`no account "${p.accountId}"`);
+    if (p.funding === "balance") {
+      if (balanceFunded.get(p.accountId)) {
+        throw new ConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
+      }
+      if (funds.available < p.price) {
+        throw new InsufficientBalanceError(
+          `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.available))}; top up first`,
+        );
+      }
+      insertEntry.run(newId("le"), p.accountId, "plan", -p.price, `plan:${p.id}`, p.startedAt);
+      addDebits.run(p.price, p.accountId);
+    }
+    if (p.bonus > 0) {
+      insertEntry.run(newId("le"), p.accountId, "bonus", p.bonus, `plan:${p.id}:bonus`, p.startedAt);
+      addCredits.run(p.bonus, p.accountId);
+    }
+    insertPlan.run(p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing ? 1 : 0);
+    return balance.get(p.accountId)!.balance;
+  });
+
+  return {
+    purchasePlan(p: PlanPurchase): { cycle: PlanCycle; balance: number } {
+      const after = purchase.immediate(p);
+      return {
+        cycle: { id: p.id, accountId: p.accountId, plan: p.plan, funding: p.funding, price: p.price, startedAt: p.startedAt, endsAt: p.endsAt, renewing: p.renewing },
+        balance: after,
+      };
+    },
+    activePlan(accountId: string, at: number): PlanCycle | null {
+      const row = active.get(accountId, at, at);
+      return row ? toCycle(row) : null;
+    },
+  };
+}
