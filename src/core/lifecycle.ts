@@ -24,7 +24,12 @@ export async function startGateway(
   const pipeline = new Pipeline(stages, config.server, log, now);
   const app = createApp(stages, pipeline, config.server, log);
   const port = options.port ?? config.server.port;
-  app.listen({ port, hostname: config.server.hostname, idleTimeout: 0 });
+  try {
+    app.listen({ port, hostname: config.server.hostname, idleTimeout: 0 });
+  } catch (error) {
+    await closePlugins(stages, log);
+    throw new ConfigError(`${config.file}: cannot listen on ${config.server.hostname}:${port}: ${(error as Error).message.split("\n")[0]}`, { cause: error });
+  }
   const server = app.server!;
   const url = `http://${config.server.hostname === "0.0.0.0" ? "127.0.0.1" : config.server.hostname}:${server.port}`;
   let stopping: Promise<void> | undefined;
@@ -40,14 +45,19 @@ export async function startGateway(
     const deadline = Date.now() + config.server.drain_timeout_ms;
     while (pipeline.inFlight > 0 && Date.now() < deadline) await Bun.sleep(10);
     if (pipeline.inFlight > 0) log.warn("drain timeout: requests still in flight", { in_flight: pipeline.inFlight });
-    for (const { name, instance } of [...stages].reverse()) {
-      try {
-        await instance.close?.();
-      } catch (error) {
-        log.error("plugin close failed", { plugin: name, error: String(error) });
-      }
-    }
+    await closePlugins(stages, log);
     server.stop(true);
+  }
+}
+
+/** Closes plugins in reverse pipeline order; a failing close is logged, never stops the others. */
+async function closePlugins(stages: Stage[], log: Logger): Promise<void> {
+  for (const { name, instance } of [...stages].reverse()) {
+    try {
+      await instance.close?.();
+    } catch (error) {
+      log.error("plugin close failed", { plugin: name, error: String(error) });
+    }
   }
 }
 
@@ -72,7 +82,7 @@ async function setupPlugins(config: GatewayConfig, env: Record<string, string | 
     } catch (error) {
       // A plugin that cannot start (bad database_url, missing catalog file ...): close the ones already
       // set up, and report it like a configuration error, on one line naming the file and the plugin.
-      for (const stage of [...stages].reverse()) await (async () => stage.instance.close?.())().catch(() => {});
+      await closePlugins(stages, log);
       const message = String((error as Error)?.message ?? error).split("\n")[0];
       throw new ConfigError(`${config.file}: plugin "${definition.name}": setup failed: ${message}`, { cause: error });
     }

@@ -1,8 +1,13 @@
-import { afterAll, describe, expect, it } from "bun:test";
+import { afterAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError, defaultConfigFile, loadConfig } from "../../src/core/config.ts";
+import { startGateway } from "../../src/core/lifecycle.ts";
+import { createLogger } from "../../src/core/log.ts";
+
+// Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
+setDefaultTimeout(20_000);
 
 const ROOT = resolve(import.meta.dir, "../..");
 const dir = mkdtempSync(join(tmpdir(), "gateway-config-"));
@@ -232,27 +237,58 @@ describe("requires", () => {
   });
 });
 
+/** Runs `bun src/index.ts` with a bare environment plus `env`; resolves with its exit code and stderr lines. */
+async function runGateway(env: Record<string, string>): Promise<{ code: number; lines: string[] }> {
+  const child = Bun.spawn([process.execPath, "src/index.ts"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? dir, ...env },
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  try {
+    const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+    return { code, lines: stderr.split("\n").filter((line) => line.trim() !== "") };
+  } finally {
+    clearTimeout(timer);
+    child.kill("SIGKILL");
+  }
+}
+
 describe("the real process with a bad configuration", () => {
   it("exits non-zero with exactly one stderr line naming the file, the plugin and the field", async () => {
     const file = yamlFile(`server:\n  port: 0\n  hostname: 127.0.0.1\nplugins:\n  storage:\n    config:\n      flush_interval_ms: soon\n`);
-    const child = Bun.spawn([process.execPath, "src/index.ts"], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? dir, GATEWAY_CONFIG: file },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-    try {
-      const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]);
-      expect(code).not.toBe(0);
-      const lines = stderr.split("\n").filter((line) => line.trim() !== "");
-      expect(lines).toHaveLength(1);
-      expect(lines[0]).toContain(file);
-      expect(lines[0]).toContain('plugin "storage"');
-      expect(lines[0]).toContain("/flush_interval_ms");
-    } finally {
-      clearTimeout(timer);
-      child.kill("SIGKILL");
-    }
+    const { code, lines } = await runGateway({ GATEWAY_CONFIG: file });
+    expect(code).not.toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(file);
+    expect(lines[0]).toContain('plugin "storage"');
+    expect(lines[0]).toContain("/flush_interval_ms");
+  });
+
+  it("reports a plugin that cannot start (an unsupported database_url) the same way", async () => {
+    const file = yamlFile(`server:\n  port: 0\n  hostname: 127.0.0.1\nplugins:\n  storage:\n    config:\n      database_url: \${DATABASE_URL}\n`);
+    const { code, lines } = await runGateway({ GATEWAY_CONFIG: file, GATEWAY_LOG: "silent", DATABASE_URL: "mysql://db.example/gateway" });
+    expect(code).not.toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(file);
+    expect(lines[0]).toContain('plugin "storage"');
+    expect(lines[0]).toContain("database_url");
+  });
+});
+
+describe("startGateway", () => {
+  it("rejects with a one-line ConfigError naming the plugin whose setup failed", async () => {
+    const env = { HOST: "127.0.0.1", DATABASE_URL: `sqlite:${join(dir, "setup.db")}`, GATEWAY_CATALOG: join(dir, "no-catalog.yaml"), GATEWAY_ADMIN_TOKEN: "t" };
+    const failure = await startGateway({ env, port: 0, log: createLogger("test", { silent: true }) }).then(
+      () => new Error("startGateway did not fail"),
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(ConfigError);
+    const message = (failure as ConfigError).message;
+    expect(message).not.toContain("\n");
+    expect(message).toContain('plugin "catalog"');
+    expect(message).toContain("no-catalog.yaml");
   });
 });

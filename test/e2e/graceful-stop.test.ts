@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "bun:test";
+import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -6,6 +6,9 @@ import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
 import { usdToNano } from "../../src/core/money.ts";
+
+// Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
+setDefaultTimeout(20_000);
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BUN = join(ROOT, "node_modules/.bin/bun");
@@ -88,7 +91,7 @@ describe("graceful stop of the real process", () => {
         if (child!.exitCode !== null) throw new Error(`gateway exited early (${child!.exitCode}): ${await stderr}`);
         return fetch(`${url}/ready`).then((response) => response.status === 200, () => false);
       },
-      5_000,
+      15_000,
       "GET /ready",
     );
 
@@ -107,7 +110,7 @@ describe("graceful stop of the real process", () => {
     const { key } = await admin(`/admin/v1/accounts/${account.id}/keys`, { name: "graceful key" });
 
     fake.reset();
-    const started = performance.now();
+    let answered = 0;
     const inFlight: Promise<Outcome>[] = [];
     for (let index = 0; index < REQUESTS; index++) {
       const stream = index % 2 === 1;
@@ -118,13 +121,18 @@ describe("graceful stop of the real process", () => {
         messages: [{ role: "user", content: `request ${index} [[fake ${JSON.stringify(directive)}]]` }],
         ...(stream ? { stream: true, ...(index % 4 === 1 ? { stream_options: { include_usage: true } } : {}) } : {}),
       };
-      inFlight.push(send(url, key, index, stream, body));
+      inFlight.push(
+        send(url, key, index, stream, body).finally(() => {
+          answered++;
+        }),
+      );
     }
 
     // Every request has reached the upstream: it was accepted and is now in flight.
-    await waitFor(() => fake.requests.length === REQUESTS, 3_000, "all requests at the upstream");
+    await waitFor(() => fake.requests.length === REQUESTS, 10_000, "all requests at the upstream");
     child.kill("SIGTERM");
     const signalledAt = performance.now();
+    const answeredBeforeSignal = answered;
     // Once the signal is handled, new connections are refused while the accepted requests drain.
     await Bun.sleep(50);
     const late = await fetch(`${url}/health`, { keepalive: false }).then(
@@ -134,7 +142,7 @@ describe("graceful stop of the real process", () => {
     expect(late).toContain("ECONNREFUSED");
 
     const outcomes = await Promise.all(inFlight);
-    const exitCode = await Promise.race([child.exited, Bun.sleep(5_000).then(() => "timeout" as const)]);
+    const exitCode = await Promise.race([child.exited, Bun.sleep(15_000).then(() => "timeout" as const)]);
     const stoppedAt = performance.now();
 
     const failures = outcomes.filter((outcome) => outcome.status !== 200 || !outcome.complete);
@@ -142,8 +150,9 @@ describe("graceful stop of the real process", () => {
     expect(exitCode).toBe(0);
     expect(await stderr).toBe("");
     expect(await stdout).toBe("");
-    // The requests were really in flight when the signal came, and the drain waited for them.
-    expect(signalledAt - started).toBeLessThan(300);
+    // The requests were really in flight when the signal came (all of them, unless the machine is
+    // very slow), and the stop waited for them.
+    expect(answeredBeforeSignal).toBeLessThan(REQUESTS / 2);
     expect(stoppedAt - signalledAt).toBeGreaterThan(100);
 
     const successful = outcomes.length;

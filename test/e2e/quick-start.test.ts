@@ -1,9 +1,12 @@
-import { afterAll, describe, expect, it } from "bun:test";
+import { afterAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+
+// Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
+setDefaultTimeout(20_000);
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BUN = join(ROOT, "node_modules/.bin/bun");
@@ -61,7 +64,7 @@ async function start(): Promise<Started> {
     }
     if (buffered) lines.push(buffered);
   })();
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + 15_000;
   while (!lines.some((line) => line.includes('"gateway listening"'))) {
     if (child.exitCode !== null) throw new Error(`gateway exited (${child.exitCode}): ${await stderr}`);
     if (Date.now() > deadline) throw new Error(`gateway did not start: ${lines.join("\n")}`);

@@ -1,10 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from "bun:test";
+import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { priceUsage } from "../../src/plugins/metering/cost.ts";
 import { readChatUsage } from "../../src/formats/openai-chat/relay.ts";
 import { nanoToUsd, usdToNano } from "../../src/core/money.ts";
+
+// Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
+setDefaultTimeout(20_000);
 
 const catalog = loadCatalog("catalog.yaml");
 /** One model of each family: OpenAI, Anthropic and Google (no provider plugin at all here), DeepSeek. */

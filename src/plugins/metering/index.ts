@@ -3,7 +3,7 @@ import { definePlugin } from "../../core/plugin.ts";
 import type { GatewayContext, Outcome } from "../../core/context.ts";
 import { nanoToUsdString } from "../../core/money.ts";
 import { ZERO_USAGE, type Usage } from "../../formats/canonical.ts";
-import { countTextTokens } from "../token-count/count.ts";
+import { countPromptTokens, countTextTokens } from "../token-count/count.ts";
 import type { Generation } from "../storage/repository.ts";
 import { priceUsage, type CostBreakdown } from "./cost.ts";
 
@@ -34,12 +34,18 @@ export default definePlugin({
     /** Text a stream delivered, kept only until usage arrives: a stream cut short is billed from it. */
     const streamed = new WeakMap<GatewayContext, string[]>();
 
+    /**
+     * A stream cut short without a usage report: bill the prompt and the delivered text as the o200k
+     * tokenizer counts them (an estimate, not the reservation's upper bound), the output never above the
+     * request's own output cap.
+     */
     function estimateUsage(ctx: GatewayContext): Usage | undefined {
       const parts = streamed.get(ctx);
       if (!parts || parts.length === 0) return undefined;
-      const exact = ctx.model!.family === "openai";
-      const outputTokens = countTextTokens(parts.join(""), exact);
-      return { inputTokens: ctx.promptTokenBound ?? 0, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0 };
+      const cap = ctx.request.maxOutputTokens ?? ctx.upstreamOutputCap ?? ctx.model!.max_output_tokens;
+      const outputTokens = Math.min(countTextTokens(parts.join(""), true), cap);
+      const inputTokens = Math.min(countPromptTokens(ctx.body, true), ctx.promptTokenBound ?? Number.MAX_SAFE_INTEGER);
+      return { inputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0 };
     }
 
     return {

@@ -1,4 +1,18 @@
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+/** The o200k tokenizer, loaded in the background (its tables take ~1 s to load): until then, the byte bound. */
+let o200k: ((text: string) => number) | undefined;
+let loading: Promise<void> | undefined;
+
+/** Starts loading the exact tokenizer; counts stay safe upper bounds meanwhile. */
+export function loadTokenizer(): Promise<void> {
+  loading ??= import("gpt-tokenizer/encoding/o200k_base").then((module) => {
+    o200k = module.countTokens;
+  });
+  return loading;
+}
+
+function exactCount(text: string): number {
+  return o200k ? o200k(text) : Buffer.byteLength(text);
+}
 
 /** Tokens an image part may cost at most, whatever the family (Anthropic ~1.6k, OpenAI high detail ~1.1k). */
 export const IMAGE_TOKEN_BOUND = 6_000;
@@ -12,7 +26,7 @@ const PER_REQUEST = 8;
  */
 export function countPromptTokens(body: Record<string, unknown>, exactTokenizer: boolean): number {
   let total = PER_REQUEST;
-  const count = exactTokenizer ? (text: string) => countTokens(text) : (text: string) => Buffer.byteLength(text);
+  const count = exactTokenizer ? exactCount : (text: string) => Buffer.byteLength(text);
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const message of messages) {
     total += PER_MESSAGE;
@@ -47,5 +61,5 @@ function countValue(value: unknown, count: (text: string) => number): number {
 
 /** Tokens of generated text, for a stream cut short without a usage report. */
 export function countTextTokens(text: string, exactTokenizer: boolean): number {
-  return exactTokenizer ? countTokens(text) : Buffer.byteLength(text);
+  return exactTokenizer ? exactCount(text) : Buffer.byteLength(text);
 }

@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { countPromptTokens } from "./count.ts";
+import { countPromptTokens, loadTokenizer } from "./count.ts";
 
 declare module "../../core/context.ts" {
   interface GatewayContext {
@@ -17,8 +17,9 @@ export default definePlugin({
     /** Families counted with the exact o200k tokenizer; others get the UTF-8 byte bound. */
     exact_families: Type.Array(Type.String(), { default: ["openai"] }),
   }),
-  setup(config) {
+  setup(config, host) {
     const exact = new Set(config.exact_families);
+    loadTokenizer().catch((error) => host.log.error("tokenizer failed to load; counting bytes instead", { error: String(error) }));
     return {
       onRequest(ctx) {
         ctx.promptTokenBound = countPromptTokens(ctx.body, exact.has(ctx.model?.family ?? ""));

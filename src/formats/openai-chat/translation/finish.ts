@@ -28,10 +28,3 @@ export function finishToChat(reason: FinishReason, sawToolCall: boolean): string
   const settled = settleFinish(reason, sawToolCall);
   return settled === "error" ? "stop" : settled;
 }
-
-/** Tool arguments as JSON text: an absent or empty argument string is the empty object. */
-export function argumentsText(value: unknown): string {
-  if (typeof value === "string") return value.trim() === "" ? "{}" : value;
-  if (value !== null && typeof value === "object") return JSON.stringify(value);
-  return "{}";
-}

@@ -1,6 +1,6 @@
 import type { CanonicalChatRequest, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalToolChoice } from "../../canonical.ts";
 import { imageUrl } from "./content.ts";
-import { toChatToolId } from "./tool-ids.ts";
+import { toChatToolId } from "./tool-calls.ts";
 
 type Json = Record<string, unknown>;
 type ToolResultPart = Extract<CanonicalPart, { type: "tool_result" }>;
@@ -107,7 +107,7 @@ function toolChoice(choice: CanonicalToolChoice): unknown {
 
 /** A thinking budget as an effort (heuristic of wire reference E.6). */
 function effortForBudget(budget: number | undefined): string | undefined {
-  if (budget === undefined) return undefined;
+  if (budget === undefined || budget <= 0) return undefined;
   if (budget <= 4096) return "low";
   if (budget <= 16384) return "medium";
   return "high";

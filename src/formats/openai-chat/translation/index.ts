@@ -15,4 +15,4 @@ export const openaiChatTranslation: FormatTranslation = {
   createStreamDecoder: createChatStreamDecoder,
 };
 
-export { toChatToolId } from "./tool-ids.ts";
+export { toChatToolId } from "./tool-calls.ts";

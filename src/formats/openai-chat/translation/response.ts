@@ -2,7 +2,8 @@ import type { GatewayContext } from "../../../core/context.ts";
 import { UpstreamError } from "../../../core/errors.ts";
 import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type Usage } from "../../canonical.ts";
 import { readChatUsage } from "../relay.ts";
-import { argumentsText, finishFromChat, finishToChat } from "./finish.ts";
+import { finishFromChat, finishToChat } from "./finish.ts";
+import { argumentsText } from "./tool-calls.ts";
 import { customToolNames, unwrapCustomInput, wrapCustomInput } from "./custom-tools.ts";
 
 type Json = Record<string, any>;

@@ -8,7 +8,7 @@ import type {
   CanonicalTool,
   CanonicalToolChoice,
 } from "../../canonical.ts";
-import { argumentsText } from "./finish.ts";
+import { argumentsText } from "./tool-calls.ts";
 import { customToolParameters, wrapCustomInput } from "./custom-tools.ts";
 import { chatMessageText, parseImageUrl } from "./content.ts";
 

@@ -25,19 +25,38 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): { cli
   try {
     // WAL: readers never block the writer. synchronous=NORMAL: a commit survives a process crash
     // (kill -9); only an OS crash / power loss may lose the last few commits, never corrupt.
+    // busy_timeout first: a second process opening the same new file waits instead of failing.
+    client.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`);
+    // WAL: readers never block the writer. synchronous=NORMAL: a commit survives a process crash
+    // (kill -9); only an OS crash / power loss may lose the last few commits, never corrupt.
     client.exec("PRAGMA journal_mode = WAL");
     client.exec("PRAGMA synchronous = NORMAL");
-    // Group commits dirty many index pages (request ids are random): a bigger page cache and fewer,
-    // larger checkpoints roughly double the metering throughput.
+    // Group commits dirty many index pages: a bigger page cache and fewer, larger checkpoints roughly
+    // double the metering throughput.
     client.exec("PRAGMA cache_size = -32768");
     client.exec("PRAGMA wal_autocheckpoint = 10000");
-    client.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`);
     client.exec("PRAGMA foreign_keys = ON");
     const db = drizzle({ client, schema: sqliteSchema });
-    migrate(db, { migrationsFolder: options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER });
+    migrateWithRetry(db, options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER);
     return { client, db };
   } catch (error) {
     client.close();
     throw error;
+  }
+}
+
+/**
+ * Instances starting together on one file race to migrate: the loser's transaction fails (locked, or a
+ * table the winner just made); once the winner committed, a retry finds everything applied.
+ */
+function migrateWithRetry(db: SqliteDb, migrationsFolder: string): void {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      migrate(db, { migrationsFolder });
+      return;
+    } catch (error) {
+      if (attempt >= 20) throw error;
+      Bun.sleepSync(25 * attempt);
+    }
   }
 }

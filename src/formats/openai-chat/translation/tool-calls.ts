@@ -1,3 +1,4 @@
+/** Tool-call ids and arguments as chat upstreams accept them. */
 import { createHash } from "node:crypto";
 
 const VALID_CHAT_ID = /^[A-Za-z0-9_-]{1,40}$/;
@@ -15,4 +16,11 @@ export function toChatToolId(id: string): string {
   const hash = createHash("sha256").update(id).digest("hex").slice(0, HASH_LENGTH);
   const prefix = id.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, MAX_CHAT_ID - HASH_LENGTH - 1) || "call";
   return `${prefix}_${hash}`;
+}
+
+/** Tool arguments as JSON text: an absent or empty argument string is the empty object. */
+export function argumentsText(value: unknown): string {
+  if (typeof value === "string") return value.trim() === "" ? "{}" : value;
+  if (value !== null && typeof value === "object") return JSON.stringify(value);
+  return "{}";
 }

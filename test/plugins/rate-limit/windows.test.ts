@@ -1,0 +1,312 @@
+import { afterAll, beforeAll, describe, expect, it } from "bun:test";
+import Redis from "ioredis";
+import { createMemoryStore } from "../../../src/plugins/rate-limit/memory-store.ts";
+import { createRedisStore } from "../../../src/plugins/rate-limit/redis-store.ts";
+import { PERIOD_MS, type WindowStore } from "../../../src/plugins/rate-limit/gcra.ts";
+import { UnavailableError } from "../../../src/core/errors.ts";
+import { createLogger } from "../../../src/core/log.ts";
+
+const REDIS_URL = process.env.REDIS_URL;
+const T0 = 1_800_000_000_000;
+const log = createLogger("test", { silent: true });
+let keySeq = 0;
+/** A fresh API-key id per test, so tests never share a window. */
+const newKey = () => `key_${++keySeq}`;
+
+/** The behaviour every backend must have; the clock is passed to each call, so nothing sleeps. */
+function windowSuite(open: () => Promise<WindowStore>) {
+  let store: WindowStore;
+  beforeAll(async () => {
+    store = await open();
+  });
+  afterAll(async () => {
+    await store.close();
+  });
+
+  it("admits rpm requests in a minute and refuses the next with the wait until one drains", async () => {
+    const key = newKey();
+    for (let i = 0; i < 5; i++) expect(await store.admit(key, 5, 0, 0, T0)).toBeNull();
+    expect(await store.admit(key, 5, 0, 0, T0)).toEqual({ limit: "rpm", retryAfterMs: PERIOD_MS / 5 });
+    expect(await store.admit(key, 5, 0, 0, T0 + 11_999)).toEqual({ limit: "rpm", retryAfterMs: 1 });
+    expect(await store.admit(key, 5, 0, 0, T0 + 12_000)).toBeNull();
+    expect(await store.admit(key, 5, 0, 0, T0 + 12_000)).toEqual({ limit: "rpm", retryAfterMs: 12_000 });
+  });
+
+  it("frees the whole limit once a minute has passed, and part of it before (GCRA drains continuously)", async () => {
+    const key = newKey();
+    for (let i = 0; i < 3; i++) expect(await store.admit(key, 3, 0, 0, T0)).toBeNull();
+    expect(await store.admit(key, 3, 0, 0, T0 + 19_999)).toEqual({ limit: "rpm", retryAfterMs: 1 });
+    expect(await store.admit(key, 3, 0, 0, T0 + 20_000)).toBeNull();
+    for (let i = 0; i < 3; i++) expect(await store.admit(key, 3, 0, 0, T0 + 20_000 + PERIOD_MS)).toBeNull();
+    expect((await store.admit(key, 3, 0, 0, T0 + PERIOD_MS))?.limit).toBe("rpm");
+  });
+
+  it("charges a request's tokens and refuses one that does not fit, with the wait until it does", async () => {
+    const key = newKey();
+    expect(await store.admit(key, 0, 1000, 600, T0)).toBeNull();
+    // 600 + 500 > 1000: 100 tokens must drain, at 1000 per minute = 6 s.
+    expect(await store.admit(key, 0, 1000, 500, T0)).toEqual({ limit: "tpm", retryAfterMs: 6_000 });
+    expect(await store.admit(key, 0, 1000, 400, T0)).toBeNull();
+    expect(await store.admit(key, 0, 1000, 500, T0 + 30_000)).toBeNull();
+  });
+
+  it("adds tokens reported at settle, and the debt past the limit delays the next request accordingly", async () => {
+    const key = newKey();
+    expect(await store.admit(key, 0, 1000, 100, T0)).toBeNull();
+    await store.adjust(key, 1000, 1400, T0); // completion 1400: the window holds 1500 tokens
+    // 1500 + 100 - 1000 = 600 tokens must drain: 36 s.
+    expect(await store.admit(key, 0, 1000, 100, T0)).toEqual({ limit: "tpm", retryAfterMs: 36_000 });
+    expect(await store.admit(key, 0, 1000, 100, T0 + 35_999)).not.toBeNull();
+    expect(await store.admit(key, 0, 1000, 100, T0 + 36_000)).toBeNull();
+  });
+
+  it("gives back an estimate corrected down, never below zero", async () => {
+    const key = newKey();
+    expect(await store.admit(key, 0, 1000, 800, T0)).toBeNull();
+    await store.adjust(key, 1000, -700, T0);
+    expect(await store.admit(key, 0, 1000, 900, T0)).toBeNull();
+    await store.adjust(key, 1000, -5000, T0);
+    expect(await store.admit(key, 0, 1000, 1000, T0)).toBeNull();
+    expect((await store.admit(key, 0, 1000, 1, T0))?.limit).toBe("tpm");
+    await store.adjust(newKey(), 1000, -100, T0); // a key without a window: nothing to give back
+  });
+
+  it("charges nothing when one limit refuses: a request refused for tokens does not use up a request", async () => {
+    const key = newKey();
+    expect(await store.admit(key, 2, 1000, 100, T0)).toBeNull();
+    expect(await store.admit(key, 2, 1000, 950, T0)).toEqual({ limit: "tpm", retryAfterMs: 3_000 });
+    expect(await store.admit(key, 2, 1000, 100, T0)).toBeNull();
+    expect(await store.admit(key, 2, 1000, 100, T0)).toEqual({ limit: "rpm", retryAfterMs: 30_000 });
+  });
+
+  it("names the limit that binds longest and waits until both fit", async () => {
+    const key = newKey();
+    expect(await store.admit(key, 1, 1000, 900, T0)).toBeNull();
+    // rpm 1: 60 s; tpm: 900 + 900 - 1000 = 800 tokens = 48 s.
+    expect(await store.admit(key, 1, 1000, 900, T0)).toEqual({ limit: "rpm", retryAfterMs: 60_000 });
+    await store.adjust(key, 1000, 1000, T0); // 1900 tokens: 1800 must drain = 108 s
+    expect(await store.admit(key, 1, 1000, 900, T0)).toEqual({ limit: "tpm", retryAfterMs: 108_000 });
+  });
+
+  it("keeps a window's level when its limit changes (a cap lifted or a stricter one applied)", async () => {
+    const key = newKey();
+    for (let i = 0; i < 10; i++) expect(await store.admit(key, 10, 0, 0, T0)).toBeNull();
+    expect(await store.admit(key, 10, 0, 0, T0)).not.toBeNull();
+    for (let i = 0; i < 10; i++) expect(await store.admit(key, 20, 0, 0, T0)).toBeNull();
+    expect((await store.admit(key, 20, 0, 0, T0))?.retryAfterMs).toBe(3_000);
+    // Under a stricter limit the same 20 requests take longer to drain: (20 + 1 - 5) / 5 minutes.
+    expect((await store.admit(key, 5, 0, 0, T0))?.retryAfterMs).toBe(192_000);
+  });
+
+  it("leaves a window alone when its limit is 0", async () => {
+    const key = newKey();
+    for (let i = 0; i < 50; i++) expect(await store.admit(key, 0, 1_000_000, 10, T0)).toBeNull();
+    expect(await store.admit(key, 1, 0, 0, T0)).toBeNull(); // the 50 requests above were not counted
+    const other = newKey();
+    for (let i = 0; i < 3; i++) expect(await store.admit(other, 100, 0, 5_000, T0)).toBeNull();
+    expect(await store.admit(other, 0, 1000, 1000, T0)).toBeNull(); // nor were their tokens
+  });
+
+  it("counts each key on its own", async () => {
+    const [a, b] = [newKey(), newKey()];
+    expect(await store.admit(a, 1, 0, 0, T0)).toBeNull();
+    expect(await store.admit(a, 1, 0, 0, T0)).not.toBeNull();
+    expect(await store.admit(b, 1, 0, 0, T0)).toBeNull();
+  });
+
+  it("drains nothing for a clock behind the last write (another instance's), and never rewinds", async () => {
+    const key = newKey();
+    expect(await store.admit(key, 2, 0, 0, T0 + 10_000)).toBeNull();
+    expect(await store.admit(key, 2, 0, 0, T0)).toBeNull();
+    expect((await store.admit(key, 2, 0, 0, T0))?.retryAfterMs).toBe(30_000);
+    // Both requests drain from T0 + 10 s, not from T0: one fits 30 s after the later write.
+    expect(await store.admit(key, 2, 0, 0, T0 + 39_999)).not.toBeNull();
+    expect(await store.admit(key, 2, 0, 0, T0 + 40_000)).toBeNull();
+  });
+
+  it("handles large token limits exactly (integer arithmetic)", async () => {
+    const key = newKey();
+    const tpm = 50_000_000; // 833.3… tokens drain per millisecond
+    expect(await store.admit(key, 0, tpm, tpm - 1, T0)).toBeNull();
+    expect(await store.admit(key, 0, tpm, 1, T0)).toBeNull();
+    expect(await store.admit(key, 0, tpm, 1, T0)).toEqual({ limit: "tpm", retryAfterMs: 1 });
+    expect(await store.admit(key, 0, tpm, 1000, T0)).toEqual({ limit: "tpm", retryAfterMs: 2 });
+    expect(await store.admit(key, 0, tpm, 1000, T0 + 1)).toEqual({ limit: "tpm", retryAfterMs: 1 });
+    expect(await store.admit(key, 0, tpm, 1000, T0 + 2)).toBeNull();
+  });
+}
+
+describe("rate-limit windows (memory)", () => {
+  windowSuite(async () => createMemoryStore({ now: () => T0 }));
+
+  it("forgets a key's windows once they have drained", async () => {
+    let clock = T0;
+    const store = createMemoryStore({ now: () => clock, sweepIntervalMs: 5 });
+    store.admit("a", 10, 0, 0, clock);
+    store.admit("b", 0, 1000, 1000, clock);
+    store.adjust("b", 1000, 2000, clock); // 3000 tokens in debt: 3 minutes to drain
+    expect(store.size).toBe(2);
+    clock = T0 + PERIOD_MS + 1_000;
+    await Bun.sleep(20);
+    expect(store.size).toBe(1);
+    clock = T0 + 3 * PERIOD_MS + 1_000;
+    await Bun.sleep(20);
+    expect(store.size).toBe(0);
+    await store.close();
+  });
+});
+
+/** A unique key prefix per run, removed afterwards. */
+const prefix = `gateway-test:rate-limit:${crypto.randomUUID()}:`;
+
+const describeRedis = REDIS_URL ? describe : describe.skip;
+const SKIPPED = " (skipped because REDIS_URL is unset; run with REDIS_URL=redis://127.0.0.1:6379)";
+
+describeRedis(`rate-limit windows (redis)${REDIS_URL ? "" : SKIPPED}`, () => {
+  const open = () => createRedisStore({ url: REDIS_URL!, keyPrefix: prefix, commandTimeoutMs: 500, log });
+
+  afterAll(async () => {
+    const raw = new Redis(REDIS_URL!);
+    const keys = await raw.keys(`${prefix}*`);
+    if (keys.length > 0) await raw.del(...keys);
+    await raw.quit();
+  });
+
+  windowSuite(open);
+
+  it("keeps one hash per key that expires once its windows have drained", async () => {
+    const store = await open();
+    const key = newKey();
+    expect(await store.admit(key, 10, 1000, 100, T0)).toBeNull();
+    await store.adjust(key, 1000, 4900, T0); // 5000 tokens: 5 minutes of debt
+    const ttl = await store.redis.pttl(key);
+    expect(ttl).toBeGreaterThan(5 * PERIOD_MS);
+    expect(ttl).toBeLessThanOrEqual(5 * PERIOD_MS + 1_000);
+    expect(await store.redis.hgetall(key)).toEqual({ r: String(PERIOD_MS), ra: String(T0), t: String(5000 * PERIOD_MS), ta: String(T0) });
+    const other = newKey();
+    expect(await store.admit(other, 10, 0, 0, T0)).toBeNull();
+    expect(await store.redis.pttl(other)).toBeLessThanOrEqual(PERIOD_MS + 1_000);
+    expect(await store.redis.pttl(other)).toBeGreaterThan(PERIOD_MS);
+    await store.close();
+  });
+
+  it("shares one count among clients (gateway instances)", async () => {
+    const [a, b] = [await open(), await open()];
+    const key = newKey();
+    expect(await a.admit(key, 3, 0, 0, T0)).toBeNull();
+    expect(await b.admit(key, 3, 0, 0, T0)).toBeNull();
+    expect(await a.admit(key, 3, 0, 0, T0)).toBeNull();
+    expect(await b.admit(key, 3, 0, 0, T0)).toEqual({ limit: "rpm", retryAfterMs: 20_000 });
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("admits exactly the limit under concurrent requests from several clients (atomic scripts)", async () => {
+    const clients = await Promise.all([open(), open(), open()]);
+    const key = newKey();
+    const verdicts = await Promise.all(Array.from({ length: 90 }, (_, i) => clients[i % 3]!.admit(key, 40, 0, 0, T0)));
+    expect(verdicts.filter((verdict) => verdict === null).length).toBe(40);
+    await Promise.all(clients.map((client) => client.close()));
+  });
+
+  it("fails closed and fast with 503 unavailable when Redis cannot be reached", async () => {
+    const store = await createRedisStore({ url: "redis://127.0.0.1:6390", keyPrefix: prefix, commandTimeoutMs: 200, log });
+    const started = performance.now();
+    const failure = await Promise.resolve(store.admit(newKey(), 10, 0, 0, T0)).catch((error) => error);
+    expect(failure).toBeInstanceOf(UnavailableError);
+    expect(failure.status).toBe(503);
+    expect(failure.code).toBe("unavailable");
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(await Promise.resolve(store.adjust(newKey(), 10, 5, T0)).catch((error) => error)).toBeInstanceOf(UnavailableError);
+    await store.close();
+  });
+
+  it("recovers by itself when Redis comes back", async () => {
+    const proxy = await startTcpProxy(REDIS_URL!);
+    const store = await createRedisStore({ url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix, commandTimeoutMs: 200, log });
+    const key = newKey();
+    expect(await store.admit(key, 100, 0, 0, T0)).toBeNull();
+
+    proxy.stop();
+    await Bun.sleep(50);
+    const failure = await Promise.resolve(store.admit(key, 100, 0, 0, T0)).catch((error) => error);
+    expect(failure).toBeInstanceOf(UnavailableError);
+
+    proxy.start();
+    // ioredis reconnects on its own (every ≤ 1 s); no restart, no new client.
+    const deadline = performance.now() + 5_000;
+    let verdict: unknown = failure;
+    while (performance.now() < deadline) {
+      verdict = await Promise.resolve(store.admit(key, 100, 0, 0, T0)).catch((error) => error);
+      if (verdict === null) break;
+      await Bun.sleep(50);
+    }
+    expect(verdict).toBeNull();
+    await store.close();
+    proxy.stop();
+  });
+});
+
+/** A TCP proxy in front of Redis that can be cut and restored on the same port (an outage, then recovery). */
+async function startTcpProxy(redisUrl: string) {
+  const target = new URL(redisUrl);
+  const upstreamPort = Number(target.port || 6379);
+  type Pair = { upstream?: import("bun").Socket<unknown>; pending: Uint8Array[] };
+  let listener: import("bun").TCPSocketListener<Pair> | undefined;
+  let port = 0;
+  const open = new Set<import("bun").Socket<Pair>>();
+
+  function start() {
+    listener = Bun.listen<Pair>({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        open(client) {
+          open.add(client);
+          client.data = { pending: [] };
+          Bun.connect({
+            hostname: target.hostname,
+            port: upstreamPort,
+            socket: {
+              open(upstream) {
+                client.data.upstream = upstream;
+                for (const chunk of client.data.pending) upstream.write(chunk);
+                client.data.pending = [];
+              },
+              data(_upstream, chunk) {
+                client.write(chunk);
+              },
+              close() {
+                client.end();
+              },
+              error() {
+                client.end();
+              },
+            },
+          }).catch(() => client.end());
+        },
+        data(client, chunk) {
+          if (client.data.upstream) client.data.upstream.write(chunk);
+          else client.data.pending.push(new Uint8Array(chunk));
+        },
+        close(client) {
+          open.delete(client);
+          client.data.upstream?.end();
+        },
+      },
+    });
+    port = listener.port;
+  }
+
+  start();
+  return {
+    get port() {
+      return port;
+    },
+    start,
+    stop() {
+      listener?.stop(true);
+      for (const client of open) client.end();
+      open.clear();
+    },
+  };
+}
