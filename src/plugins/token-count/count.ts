@@ -21,12 +21,22 @@ const PER_MESSAGE = 4;
 const PER_REQUEST = 8;
 
 /**
+ * Another family's tokenizer, bounded from above: twice the o200k count (real tokenizers of other
+ * families stay well within 1.5x on text and code), never more than the UTF-8 bytes (the bound of any
+ * byte-level BPE, and what is used until o200k has loaded).
+ */
+function boundedCount(text: string): number {
+  const bytes = Buffer.byteLength(text);
+  return o200k ? Math.min(bytes, 2 * o200k(text) + 2) : bytes;
+}
+
+/**
  * An upper bound of the prompt's tokens. OpenAI models: the o200k tokenizer (their own). Other
- * families have other tokenizers: the UTF-8 byte count bounds any byte-level BPE from above.
+ * families: `boundedCount`.
  */
 export function countPromptTokens(body: Record<string, unknown>, exactTokenizer: boolean): number {
   let total = PER_REQUEST;
-  const count = exactTokenizer ? exactCount : (text: string) => Buffer.byteLength(text);
+  const count = exactTokenizer ? exactCount : boundedCount;
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const message of messages) {
     total += PER_MESSAGE;
