@@ -112,6 +112,19 @@ describe("openai-chat fromCanonical", () => {
     expect(toChatToolId(longId)).toBe(callA.id);
   });
 
+  it("drops reasoning produced by another model (E.10)", () => {
+    const body = fromCanonical(
+      request({
+        messages: [
+          { role: "user", content: [{ type: "text", text: "q" }] },
+          { role: "assistant", content: [{ type: "reasoning", text: "theirs", origin: { format: "anthropic-messages", model: "claude-x" } }, { type: "text", text: "a" }] },
+        ],
+      }),
+      "deepseek-flash",
+    );
+    expect((body.messages as any[])[1]).toEqual({ role: "assistant", content: "a" });
+  });
+
   it("sends reasoning text as reasoning_content but never a signature", () => {
     const body = fromCanonical(
       request({
@@ -120,7 +133,7 @@ describe("openai-chat fromCanonical", () => {
           {
             role: "assistant",
             content: [
-              { type: "reasoning", text: "thinking...", signature: "SIG-SECRET", origin: { format: "anthropic-messages", model: "claude-x" } },
+              { type: "reasoning", text: "thinking...", signature: "SIG-SECRET", origin: { format: "anthropic-messages", model: "up" } },
               { type: "reasoning", text: "", redactedData: "REDACTED-BLOB" },
               { type: "text", text: "answer" },
             ],

@@ -10,7 +10,7 @@ export function chatFromCanonical(request: CanonicalChatRequest, upstreamModel: 
   const messages: Json[] = [];
   if (request.system) messages.push({ role: "system", content: request.system });
   for (const message of request.messages) {
-    if (message.role === "assistant") pushAssistant(message, messages);
+    if (message.role === "assistant") pushAssistant(message, messages, upstreamModel);
     else pushUser(message, messages);
   }
   const body: Record<string, unknown> = { model: upstreamModel, messages };
@@ -47,14 +47,18 @@ export function chatFromCanonical(request: CanonicalChatRequest, upstreamModel: 
   return body;
 }
 
-/** One assistant message: text joined, tool calls with valid ids, reasoning text (never signatures) as reasoning_content. */
-function pushAssistant(message: CanonicalMessage, out: Json[]): void {
+/**
+ * One assistant message: text joined, tool calls with valid ids, and reasoning text (never signatures)
+ * as reasoning_content, only for the model that produced it (E.10: DeepSeek-style upstreams need it
+ * back in tool loops; any other model gets no foreign reasoning).
+ */
+function pushAssistant(message: CanonicalMessage, out: Json[], upstreamModel: string): void {
   let text = "";
   let reasoning = "";
   const toolCalls: Json[] = [];
   for (const part of message.content) {
     if (part.type === "text") text += part.text;
-    else if (part.type === "reasoning") reasoning += part.text;
+    else if (part.type === "reasoning" && (!part.origin || part.origin.model === upstreamModel)) reasoning += part.text;
     else if (part.type === "tool_call") {
       toolCalls.push({ id: toChatToolId(part.id), type: "function", function: { name: part.name, arguments: part.arguments || "{}" } });
     }
