@@ -208,7 +208,7 @@ export class Pipeline implements Gateway {
             ? new UpstreamError("upstream stream aborted (timeout or client disconnect)")
             : asGatewayError(thrown);
           try {
-            controller.enqueue(encoder.encode(format.streamErrorFrame(error)));
+            controller.enqueue(encoder.encode(ctx.ingress.streamErrorFrame(error)));
           } catch {}
           await finish(ctx.signal.aborted ? { status: "cancelled" } : failure(error));
           try {

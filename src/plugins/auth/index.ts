@@ -10,8 +10,8 @@ export default definePlugin({
   name: "auth",
   requires: ["storage"],
   configSchema: Type.Object({
-    /** How long a key stays cached; other instances see a revocation within this time. */
-    cache_ttl_ms: Type.Integer({ minimum: 0, default: 60_000 }),
+    /** How long a key stays cached: a revocation reaches every other instance within this time. */
+    cache_ttl_ms: Type.Integer({ minimum: 0, default: 1_000 }),
   }),
   setup(config, host) {
     const store = host.service("storage");

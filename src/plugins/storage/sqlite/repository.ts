@@ -1,6 +1,6 @@
 import { and, asc, between, desc, eq, lt, or, sql } from "drizzle-orm";
 import type { SQLiteError } from "bun:sqlite";
-import { ConflictError, InvalidRequestError, NotFoundError, UnavailableError } from "../../../core/errors.ts";
+import { ConflictError, GatewayError, InvalidRequestError, NotFoundError, UnavailableError } from "../../../core/errors.ts";
 import { createLogger, type Logger } from "../../../core/log.ts";
 import {
   CREDIT_KINDS,
@@ -312,7 +312,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       // Settled requests of this process release their holds with their debits: write them first, so a
       // client's next request never sees the previous one's worst case still held.
       commits.flush();
-      return reservations.reserve(input, decide);
+      return failClosed(() => reservations.reserve(input, decide));
     },
 
     async purchasePlan(purchase) {
@@ -322,12 +322,12 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async activePlan(accountId, at) {
       assertOpen();
-      return plans.activePlan(accountId, at);
+      return failClosed(() => plans.activePlan(accountId, at));
     },
 
     async releaseReservation(id) {
       assertOpen();
-      reservations.releaseReservation(id);
+      failClosed(() => reservations.releaseReservation(id));
     },
 
     async heartbeat(instanceId, now) {
@@ -362,4 +362,14 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
   };
   return repository;
+}
+
+/** A driver failure (locked, I/O, closed) on a path that guards money: 503, never served unmetered. */
+function failClosed<T>(operation: () => T): T {
+  try {
+    return operation();
+  } catch (error) {
+    if (error instanceof GatewayError) throw error;
+    throw new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
+  }
 }
