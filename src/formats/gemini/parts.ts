@@ -10,7 +10,8 @@ type Json = Record<string, any>;
 export type GeminiOutput =
   | { kind: "thought"; text: string; signature?: string }
   | { kind: "text"; text: string }
-  | { kind: "call"; id: string; name: string; arguments: string };
+  /** `index`: the call's ordinal in the answer (0..). */
+  | { kind: "call"; index: number; id: string; name: string; arguments: string };
 
 /**
  * Reads a candidate's parts in order, across the chunks of one answer: numbers its function calls and
@@ -55,7 +56,7 @@ export class GeminiPartReader {
       const ordinal = this.calls++;
       const geminiId = typeof call.id === "string" && call.id !== "" ? call.id : undefined;
       const seed = `${this.responseId}\n${ordinal}\n${name}\n${args}\n${signature ?? ""}`;
-      return { kind: "call", id: encodeGeminiCallId({ geminiId, signature, model: this.model, seed }), name, arguments: args };
+      return { kind: "call", index: ordinal, id: encodeGeminiCallId({ geminiId, signature, model: this.model, seed }), name, arguments: args };
     }
     if (typeof part.text !== "string") return undefined;
     if (part.thought === true) {

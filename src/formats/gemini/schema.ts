@@ -53,11 +53,16 @@ function sanitize(input: Schema, walk: Walk): Schema {
   readEnum(node, out);
   if (type === undefined && alternatives.length === 0) type = inferType(node, out);
 
-  const anyOf = [...(Array.isArray(node.anyOf) ? node.anyOf : []), ...(Array.isArray(node.oneOf) ? node.oneOf : [])];
+  // A node with its own type keeps its own shape: branches that only add constraints to it
+  // (e.g. anyOf [{required:[a]}, {required:[b]}]) cannot be expressed and are dropped.
+  const anyOf = type !== undefined ? [] : [...(Array.isArray(node.anyOf) ? node.anyOf : []), ...(Array.isArray(node.oneOf) ? node.oneOf : [])];
   for (const branch of anyOf) {
     if (!isObject(branch)) continue;
     if (branch.type === "null" && Object.keys(branch).length === 1) out.nullable = true;
-    else alternatives.push(sanitize(branch, walk));
+    else {
+      const sanitized = sanitize(branch, walk);
+      if (Object.keys(sanitized).length > 0) alternatives.push(sanitized);
+    }
   }
   if (alternatives.length === 1 && type === undefined) return mergeInto(out, alternatives[0]!);
   if (alternatives.length > 0) {

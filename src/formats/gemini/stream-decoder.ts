@@ -2,7 +2,7 @@ import type { StreamDecoder } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import type { StreamEvent, Usage } from "../canonical.ts";
 import { geminiErrorObject, httpStatusOf } from "./errors.ts";
-import { GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
+import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
 
 type Json = Record<string, any>;
 
@@ -47,11 +47,10 @@ export function createGeminiStreamDecoder(): StreamDecoder {
         if (output.kind === "text") events.push({ type: "text_delta", text: output.text });
         else if (output.kind === "thought") {
           if (output.text !== "") events.push({ type: "reasoning_delta", text: output.text });
-          if (output.signature) events.push({ type: "reasoning_signature", signature: output.signature });
+          if (output.signature) events.push(signatureEvent(output.signature, reader.model));
         } else {
-          const index = reader.calls - 1;
-          events.push({ type: "tool_call_start", index, id: output.id, name: output.name });
-          events.push({ type: "tool_call_delta", index, arguments: output.arguments });
+          events.push({ type: "tool_call_start", index: output.index, id: output.id, name: output.name });
+          events.push({ type: "tool_call_delta", index: output.index, arguments: output.arguments });
         }
       }
     }
@@ -85,6 +84,16 @@ export function createGeminiStreamDecoder(): StreamDecoder {
       return [{ type: "message_end", finishReason: finishFromGemini(undefined, reader.sawFunctionCall) }];
     },
   };
+}
+
+/** A thought's signature, naming its origin so client encoders can tag it for replay to this model only. */
+function signatureEvent(signature: string, model: string): StreamEvent {
+  const event: Extract<StreamEvent, { type: "reasoning_signature" }> & { origin: { format: string; model: string } } = {
+    type: "reasoning_signature",
+    signature,
+    origin: { format: GEMINI_FORMAT_NAME, model },
+  };
+  return event;
 }
 
 function sameUsage(a: Usage, b: Usage | undefined): boolean {

@@ -1,0 +1,48 @@
+import type { GatewayContext } from "../../../core/context.ts";
+import type { Provider } from "../../../core/plugin.ts";
+import { ProviderUnavailableError } from "../../../core/errors.ts";
+import { upstreamFetch } from "../../../core/http.ts";
+import { upstreamBodyFor } from "../../../core/translate.ts";
+import { gemini } from "../../../formats/gemini/index.ts";
+
+export interface GeminiUpstream {
+  /** Base URL before `/v1beta`, e.g. https://generativelanguage.googleapis.com. */
+  baseUrl: string;
+  /** Name of the environment variable that holds the key (for the 503 message). */
+  apiKeyEnv: string;
+  apiKey: string | undefined;
+}
+
+/** The generateContent URL of a model: `:streamGenerateContent?alt=sse` for streams (wire reference D.1). */
+export function geminiUrl(baseUrl: string, upstreamModel: string, stream: boolean): string {
+  const model = encodeURIComponent(upstreamModel.replace(/^models\//, ""));
+  const base = `${baseUrl.replace(/\/+$/, "")}/v1beta/models/${model}`;
+  return stream ? `${base}:streamGenerateContent?alt=sse` : `${base}:generateContent`;
+}
+
+/** The Gemini API upstream: every client format is translated to generateContent. */
+export function createGeminiProvider(upstream: GeminiUpstream): Provider {
+  return {
+    formats: [gemini],
+    buildBody(ctx: GatewayContext, format) {
+      const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
+      if (ctx.upstreamOutputCap !== undefined) applyOutputCap(body, ctx.upstreamOutputCap);
+      return body;
+    },
+    async send(ctx, body) {
+      if (!upstream.apiKey) {
+        throw new ProviderUnavailableError(
+          `model "${ctx.request.model}" is served by gemini, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
+        );
+      }
+      const url = geminiUrl(upstream.baseUrl, ctx.target!.upstreamModel, ctx.request.stream);
+      return upstreamFetch({ url, headers: { "x-goog-api-key": upstream.apiKey }, body, signal: ctx.signal });
+    },
+  };
+}
+
+/** The budget's output cap, when the client set none (Gemini's limit includes thinking tokens too). */
+function applyOutputCap(body: Record<string, unknown>, cap: number): void {
+  const config = (body.generationConfig ??= {}) as Record<string, unknown>;
+  if (config.maxOutputTokens == null) config.maxOutputTokens = cap;
+}
