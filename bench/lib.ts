@@ -122,10 +122,11 @@ export async function startGatewayProcess(
   upstreamUrl: string,
   extra: Record<string, string> = {},
   bunArgs: string[] = [],
+  readyTimeoutMs = 30_000,
 ): Promise<Child> {
   const port = freePort();
   const child = spawnChild(name, [BUN, ...bunArgs, "src/index.ts"], gatewayEnv(port, databasePath, upstreamUrl, extra), `http://127.0.0.1:${port}`);
-  await waitReady(child, "/ready", true);
+  await waitReady(child, "/ready", true, readyTimeoutMs);
   return child;
 }
 

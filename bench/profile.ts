@@ -52,10 +52,28 @@ function summarize(profile: CpuProfile, top: number): void {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  // Start-up (module evaluation, plugin set-up) and shutdown are in the profile too: leave them out of the figures.
+  const lifecycle = new Set(["(module)", "startGateway", "setupPlugins", "loadConfig", "drainAndClose", "closePlugins", "shutdown"]);
+  const startup = new Map<number, boolean>();
+  const isStartup = (id: number): boolean => {
+    let known = startup.get(id);
+    if (known === undefined) {
+      const n = byId.get(id)!;
+      const p = parent.get(id);
+      known = lifecycle.has(n.callFrame.functionName) || (p !== undefined && isStartup(p));
+      startup.set(id, known);
+    }
+    return known;
+  };
   const self = new Map<number, number>();
   let total = 0;
+  let startupTime = 0;
   for (let i = 0; i < profile.samples.length; i++) {
     const dt = profile.timeDeltas[i] ?? 0;
+    if (isStartup(profile.samples[i]!)) {
+      startupTime += dt;
+      continue;
+    }
     self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + dt);
     total += dt;
   }
@@ -84,7 +102,7 @@ function summarize(profile: CpuProfile, top: number): void {
     console.log(`\n${title}`);
     for (const [name, t] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pct(t)}  ${name}`);
   };
-  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled, ${profile.samples.length} samples`);
+  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled under load (start-up and shutdown, ${(startupTime / 1e6).toFixed(2)} s, left out)`);
   print("self time by file / package", selfByFile);
   print("self time by function", selfByFn);
   print("inclusive time, gateway functions (src/)", inclusive);

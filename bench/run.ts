@@ -469,7 +469,11 @@ async function main() {
       });
       log(`seeded in ${f(seeded.seedMs / 1000, 1)} s (${fInt(options.usageRows / (seeded.seedMs / 1000))} rows/s), ${f(seeded.dbBytes / 1e6, 0)} MB`);
       // The fake upstream is not used here; the gateway only needs a syntactically valid base URL.
-      const usageGateway = await startGatewayProcess("usage gateway", dbPath, "http://127.0.0.1:9");
+      // Start-up may run migrations over the seeded rows: allow it time, and report it.
+      const startAt = performance.now();
+      const usageGateway = await startGatewayProcess("usage gateway", dbPath, "http://127.0.0.1:9", {}, [], 300_000);
+      const startupMs = performance.now() - startAt;
+      log(`gateway on the seeded store ready in ${f(startupMs / 1000, 1)} s`);
       let account: UsageFigures;
       let key: UsageFigures;
       try {
@@ -487,6 +491,7 @@ async function main() {
         models: 40,
         keys: seeded.keys.length,
         seed_seconds: seeded.seedMs / 1000,
+        gateway_startup_seconds: startupMs / 1000,
         db_mb: seeded.dbBytes / 1e6,
         window: { start_date: seeded.startDay, end_date: seeded.endDay },
         http: { account, key },

@@ -60,8 +60,10 @@ export async function seedUsage(options: { dbPath: string; rows: number; days?: 
   const now = Date.now();
   const todayStart = Math.floor(now / DAY_MS) * DAY_MS;
   const windowStart = todayStart - (days - 1) * DAY_MS; // `days` whole UTC days, today included
-  const span = now - windowStart;
+  const step = (now - windowStart) / options.rows;
   for (let i = 0; i < options.rows; i++) {
+    // In arrival order, as the gateway writes them: time-ordered createdAt and UUIDv7 request ids.
+    const createdAt = windowStart + Math.floor(i * step + Math.random() * step);
     const failed = i % 50 === 0;
     const promptTokens = 50 + (i % 1900);
     const completionTokens = failed ? 0 : 10 + (i % 700);
@@ -70,8 +72,8 @@ export async function seedUsage(options: { dbPath: string; rows: number; days?: 
     const cacheReadCost = cachedTokens * 10;
     const outputCost = completionTokens * 500;
     const generation: Generation = {
-      id: "gen-" + crypto.randomUUID().replaceAll("-", ""),
-      responseId: failed ? null : `chatcmpl-bench${i.toString(36)}`,
+      id: "gen-" + Bun.randomUUIDv7("hex", createdAt).replaceAll("-", ""),
+      responseId: failed ? null : `chatcmpl-bench${i.toString(36).padStart(8, "0")}`,
       accountId: account.id,
       keyId: keys[i % 3]!.id,
       model: MODELS[(i * 7919) % MODELS.length]!,
@@ -80,7 +82,7 @@ export async function seedUsage(options: { dbPath: string; rows: number; days?: 
       stream: i % 2 === 0,
       status: failed ? "failed" : "success",
       errorCode: failed ? "upstream_error" : null,
-      createdAt: windowStart + Math.floor(Math.random() * span),
+      createdAt,
       latencyMs: 200 + (i % 3000),
       timeToFirstTokenMs: failed ? null : 100 + (i % 900),
       promptTokens,
