@@ -96,7 +96,9 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .limit(1)
     .prepare();
 
-  const reservations = createSqliteReservations(client);
+  // Settled requests of this process release their holds with their debits: written before each batch
+  // of reservations, so a client's next request never sees the previous one's worst case still held.
+  const reservations = createSqliteReservations(client, () => commits.flush());
   const plans = createSqlitePlans(client);
   let closed = false;
   const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
@@ -309,10 +311,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async reserve(input, decide) {
       assertOpen();
-      // Settled requests of this process release their holds with their debits: write them first, so a
-      // client's next request never sees the previous one's worst case still held.
-      commits.flush();
-      return failClosed(() => reservations.reserve(input, decide));
+      return reservations.reserve(input, decide);
     },
 
     async purchasePlan(purchase) {

@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { GatewayError, UnavailableError } from "../../../core/errors.ts";
 import type { Funds, ReservationInput } from "../repository.ts";
 import { spendBucketStart } from "./metering-writer.ts";
 
@@ -8,7 +9,17 @@ import { spendBucketStart } from "./metering-writer.ts";
  * Available funds = credits − committed debits − reservations; a request's reservation is deleted in
  * the group commit that writes its debit (metering-writer), so pending debits are always covered.
  */
-export function createSqliteReservations(client: Database) {
+interface PendingReservation {
+  input: ReservationInput;
+  decide: (funds: Funds) => number;
+  resolve(amount: number): void;
+  reject(error: unknown): void;
+  amount?: number;
+  refusal?: GatewayError;
+}
+
+/** `beforeBatch` runs before each batch: the repository writes its settled requests (and releases their holds). */
+export function createSqliteReservations(client: Database, beforeBatch: () => void) {
   const accountAvailable = client.prepare<{ available: number }, [string, string]>(
     `select a.total_credits_nano - a.total_debits_nano
             - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
@@ -39,7 +50,7 @@ export function createSqliteReservations(client: Database) {
   const releaseInstance = client.prepare(`delete from reservations where instance_id = ?`);
   const forgetInstance = client.prepare(`delete from gateway_instances where id = ?`);
 
-  const reserveTransaction = client.transaction((input: ReservationInput, decide: (funds: Funds) => number): number => {
+  function reserveOne(input: ReservationInput, decide: (funds: Funds) => number): number {
     const account = accountAvailable.get(input.accountId, input.accountId)?.available ?? 0;
     const key = input.keyLimited ? (keyAvailable.get(input.keyId, input.keyId)?.available ?? 0) : null;
     const windows: Funds["windows"] = {};
@@ -54,11 +65,55 @@ export function createSqliteReservations(client: Database) {
     const amount = decide({ account, key, windows });
     if (amount > 0) insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
     return amount;
+  }
+
+  /**
+   * Group commit of reservations: the requests that arrive in one event-loop turn are decided in one
+   * IMMEDIATE transaction, in arrival order, each seeing the holds of those before it. A refusal
+   * (a GatewayError from `decide`) is that request's answer; any other failure fails the whole batch.
+   */
+  const queue: PendingReservation[] = [];
+  let scheduled = false;
+  const decideBatch = client.transaction((batch: PendingReservation[]) => {
+    for (const item of batch) {
+      try {
+        item.amount = reserveOne(item.input, item.decide);
+      } catch (error) {
+        if (!(error instanceof GatewayError)) throw error;
+        item.refusal = error;
+      }
+    }
   });
 
+  function runBatch(): void {
+    scheduled = false;
+    const batch = queue.splice(0);
+    try {
+      beforeBatch();
+      decideBatch.immediate(batch);
+    } catch (error) {
+      const failure =
+        error instanceof GatewayError
+          ? error
+          : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
+      for (const item of batch) item.reject(failure);
+      return;
+    }
+    for (const item of batch) {
+      if (item.refusal) item.reject(item.refusal);
+      else item.resolve(item.amount ?? 0);
+    }
+  }
+
   return {
-    reserve(input: ReservationInput, decide: (funds: Funds) => number): number {
-      return reserveTransaction.immediate(input, decide);
+    reserve(input: ReservationInput, decide: (funds: Funds) => number): Promise<number> {
+      return new Promise((resolve, reject) => {
+        queue.push({ input, decide, resolve, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(runBatch);
+        }
+      });
     },
     releaseReservation(id: string): void {
       remove.run(id);
