@@ -17,6 +17,8 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
   // Bun's own limit is only a backstop for bodies without content-length: ours answers first, with an error body.
   const app = new Elysia({ serve: { maxRequestBodySize: Math.max(2 * server.max_body_bytes, 128 * 1024 * 1024) } })
     .onRequest(function rejectOversizedBody({ request }) {
+      // Inference endpoints answer this themselves, in the client's wire format (the pipeline checks first).
+      if (request.method === "POST" && new URL(request.url).pathname.startsWith("/v1/")) return;
       const declared = Number(request.headers.get("content-length") ?? "0");
       if (declared > server.max_body_bytes) {
         return errorResponse(new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${server.max_body_bytes} bytes`));

@@ -283,6 +283,9 @@ async function upstreamFailure(response: Response, format: WireFormat, name: str
     if (retryAfter) error.headers = { "retry-after": retryAfter };
     return error;
   }
+  if (response.status === 503 || response.status === 529) {
+    return new UpstreamHttpError(503, message, "overloaded_error", "upstream_overloaded");
+  }
   // 401/403 upstream mean the gateway's own provider key is wrong: never a client-key problem.
   return new UpstreamHttpError(502, message, "upstream_error", "upstream_error");
 }

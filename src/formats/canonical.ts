@@ -42,7 +42,7 @@ export type StreamEvent =
   | { type: "text_delta"; text: string }
   | { type: "reasoning_delta"; text: string }
   /** The end of a reasoning block: its opaque signature (Anthropic) or encrypted content, when the upstream sent one. */
-  | { type: "reasoning_signature"; signature: string }
+  | { type: "reasoning_signature"; signature: string; origin?: { format: string; model: string } }
   | { type: "tool_call_start"; index: number; id: string; name: string }
   | { type: "tool_call_delta"; index: number; arguments: string }
   /** Usage so far; a later usage event replaces an earlier one. */

@@ -31,6 +31,10 @@ import {
   parseDirective,
   type FakeDirective,
 } from "./openai.ts";
+import { handleResponses } from "./responses.ts";
+import { handleImages } from "./images.ts";
+import { geminiModels } from "./gemini.ts";
+import { handleAnthropicMessages } from "./anthropic.ts";
 
 export interface RecordedRequest {
   method: string;
@@ -304,12 +308,16 @@ function retrieveModel(ctx: Ctx): Response {
 /** Exact routes, keyed by "METHOD /path" (path without query string). */
 const ROUTES = new Map<string, Handler>([
   ["POST /v1/chat/completions", chatCompletions],
+  ["POST /v1/responses", handleResponses],
+  ["POST /v1/images/generations", handleImages],
+  ["POST /v1/messages", handleAnthropicMessages],
   ["GET /v1/models", listModels],
 ]);
 
 /** Prefix routes, checked in order after exact routes miss. */
 const PREFIX_ROUTES: { method: string; prefix: string; handler: Handler }[] = [
   { method: "GET", prefix: "/v1/models/", handler: retrieveModel },
+  { method: "POST", prefix: "/v1beta/models/", handler: geminiModels },
 ];
 
 function notFound(method: string, path: string): Response {

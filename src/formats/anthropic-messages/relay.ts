@@ -7,15 +7,20 @@ import { anthropicStreamErrorFrame } from "./errors.ts";
 import { isWrappedSignature } from "./signature.ts";
 import { createMessagesStreamDecoder, frameType } from "./stream-decoder.ts";
 import { readMessagesUsage } from "./usage.ts";
+import { thinkingWouldBeRejected } from "./translation/history.ts";
 
 /**
  * The upstream body for a Messages client on an Anthropic upstream: the client's body, model renamed.
- * Thinking blocks the gateway minted for another provider's reasoning are dropped: Anthropic would reject them.
+ * Thinking blocks the gateway wrapped for another provider's reasoning are dropped: Anthropic would reject them.
  */
 export function relayMessagesRequestBody(ctx: GatewayContext, upstreamModel: string): Record<string, unknown> {
   const body: Record<string, unknown> = { ...ctx.body, model: upstreamModel };
   const messages = withoutForeignThinking(ctx.body.messages);
-  if (messages !== ctx.body.messages) body.messages = messages;
+  if (messages !== ctx.body.messages) {
+    body.messages = messages;
+    // History from another model mid tool loop: Anthropic would refuse thinking without a leading thinking block.
+    if (thinkingWouldBeRejected(messages as never[])) delete body.thinking;
+  }
   return body;
 }
 

@@ -2,6 +2,7 @@ import type { StreamDecoder } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import type { FinishReason, StreamEvent } from "../canonical.ts";
 import { mergeMessagesUsage, readMessagesUsage, type MessagesUsage } from "./usage.ts";
+import { ANTHROPIC_MESSAGES } from "./signature.ts";
 
 /** Anthropic stop_reason -> canonical finish; tool use is derived from what was emitted (E.7). */
 export function finishFromStopReason(stopReason: unknown, sawTool: boolean): FinishReason {
@@ -51,6 +52,8 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
   let finished = false;
   let failed = false;
   let received = false;
+  /** The model that signs this stream's thinking (message_start), named in each signature event's origin. */
+  let model = "";
 
   function usageEvent(next: MessagesUsage | undefined): StreamEvent[] {
     if (!next || typeof next !== "object") return [];
@@ -63,6 +66,7 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
     switch (type) {
       case "message_start": {
         const message = data.message ?? {};
+        if (typeof message.model === "string") model = message.model;
         const start: StreamEvent = { type: "message_start", id: typeof message.id === "string" ? message.id : undefined, model: message.model };
         return [start, ...usageEvent(message.usage)];
       }
@@ -127,12 +131,22 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
       case "thinking_delta":
         return block?.kind === "thinking" && delta.thinking ? [{ type: "reasoning_delta", text: delta.thinking }] : [];
       case "signature_delta":
-        return block?.kind === "thinking" && delta.signature ? [{ type: "reasoning_signature", signature: delta.signature }] : [];
+        return block?.kind === "thinking" && delta.signature ? [signatureEvent(delta.signature)] : [];
       case "input_json_delta":
         return block?.kind === "tool" && delta.partial_json ? [{ type: "tool_call_delta", index: block.tool!, arguments: delta.partial_json }] : [];
       default:
         return [];
     }
+  }
+
+  /** Thinking signatures are bound to the model that signed them (F.27): the event says which, for other encoders. */
+  function signatureEvent(signature: string): StreamEvent {
+    const event: Extract<StreamEvent, { type: "reasoning_signature" }> & { origin: { format: string; model: string } } = {
+      type: "reasoning_signature",
+      signature,
+      origin: { format: ANTHROPIC_MESSAGES, model },
+    };
+    return event;
   }
 
   return {

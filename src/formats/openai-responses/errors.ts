@@ -21,7 +21,7 @@ export function failedCode(info: { status?: number; code?: string; message: stri
 export function failedMessage(message: string, code: string, retryAfterSeconds?: string): string {
   if (code !== "rate_limit_exceeded" || /try again in/i.test(message)) return message;
   const seconds = Number(retryAfterSeconds);
-  return `${message} Please try again in ${Number.isFinite(seconds) && seconds > 0 ? seconds : 1}s.`;
+  return `${message.replace(/[.\s]*$/, ".")} Please try again in ${Number.isFinite(seconds) && seconds > 0 ? seconds : 1}s.`;
 }
 
 /**

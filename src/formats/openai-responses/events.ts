@@ -29,6 +29,7 @@ export function createResponsesEventReader(): ResponsesEventReader {
   const tools = new Map<string, ToolItem>();
   let toolCount = 0;
   let finished = false;
+  let model = "";
 
   function toolItem(item: Json, events: StreamEvent[]): ToolItem | undefined {
     if (item?.type !== "function_call" && item?.type !== "custom_tool_call") return undefined;
@@ -66,6 +67,7 @@ export function createResponsesEventReader(): ResponsesEventReader {
       switch (event?.type) {
         case "response.created": {
           const response = event.response ?? {};
+          if (typeof response.model === "string") model = response.model;
           events.push({
             type: "message_start",
             ...(typeof response.id === "string" ? { id: response.id } : {}),
@@ -104,7 +106,13 @@ export function createResponsesEventReader(): ResponsesEventReader {
         case "response.output_item.done": {
           const item = event.item ?? {};
           if (item.type === "reasoning" && typeof item.encrypted_content === "string" && item.encrypted_content !== "") {
-            events.push({ type: "reasoning_signature", signature: item.encrypted_content });
+            // OpenAI's encrypted reasoning, bound to this format and model (E.10): client encoders tag it with the origin.
+            const signature: StreamEvent & { origin: { format: string; model: string } } = {
+              type: "reasoning_signature",
+              signature: item.encrypted_content,
+              origin: { format: RESPONSES_FORMAT, model },
+            };
+            events.push(signature);
           }
           const tool = toolItem(item, events);
           if (tool) report(tool, tool.custom ? (typeof item.input === "string" ? item.input : tool.input) : item.arguments, events);
@@ -132,9 +140,4 @@ export function createResponsesEventReader(): ResponsesEventReader {
       return events;
     },
   };
-}
-
-/** The origin stamped on reasoning an OpenAI Responses upstream produced. */
-export function responsesOrigin(model: string): { format: string; model: string } {
-  return { format: RESPONSES_FORMAT, model };
 }

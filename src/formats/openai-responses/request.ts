@@ -1,5 +1,6 @@
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
+import type { ValueError } from "@sinclair/typebox/errors";
 import { InvalidRequestError } from "../../core/errors.ts";
 import type { CanonicalRequest } from "../canonical.ts";
 
@@ -73,7 +74,6 @@ export function decodeResponsesRequest(body: unknown): CanonicalRequest {
   const items = typeof request.input === "string" ? [] : (request.input as Record<string, unknown>[]);
   items.forEach(checkItem);
   const format = request.text?.format?.type;
-  const effort = request.reasoning?.effort;
   return {
     model: request.model,
     stream: request.stream === true,
@@ -84,7 +84,8 @@ export function decodeResponsesRequest(body: unknown): CanonicalRequest {
       tools: (request.tools?.length ?? 0) > 0,
       images: items.some(hasImage),
       jsonOutput: format === "json_schema" || format === "json_object",
-      reasoning: typeof effort === "string" && effort !== "none",
+      // Codex sends a reasoning effort on every turn, whatever the model: a hint, not a requirement.
+      reasoning: false,
     },
   };
 }
@@ -105,9 +106,19 @@ function hasImage(item: Record<string, unknown>): boolean {
 }
 
 function invalid(schema: TypeCheck<TSchema>, value: unknown, prefix: string): InvalidRequestError {
-  const first = schema.Errors(value).First()!;
+  const first = deepest(schema.Errors(value).First()!);
   const param = prefix + first.path.replace(/^\//, "").replaceAll("/", ".");
   const shown = first.value === undefined ? "missing" : JSON.stringify(first.value)?.slice(0, 60);
   const name = param.replace(/\.$/, "") || "body";
   return new InvalidRequestError(`invalid request: '${name}' ${first.message} (got ${shown})`, { param: name === "body" ? undefined : name });
+}
+
+/** A union's error names the union; the error of its closest variant names the field actually at fault. */
+function deepest(error: ValueError): ValueError {
+  let best = error;
+  for (const variant of error.errors ?? []) {
+    const inner = variant.First();
+    if (inner && inner.path.length > best.path.length) best = deepest(inner);
+  }
+  return best;
 }

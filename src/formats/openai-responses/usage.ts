@@ -3,7 +3,7 @@ import type { Usage } from "../canonical.ts";
 /** The Responses usage object (wire reference C.3): cached tokens are a subset of input, reasoning a subset of output. */
 export interface ResponsesUsage {
   input_tokens: number;
-  input_tokens_details: { cached_tokens: number; cache_write_tokens?: number };
+  input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
@@ -31,11 +31,9 @@ export function readResponsesUsage(usage: unknown): Usage | undefined {
 
 /** Canonical usage -> the Responses usage object, always with both details and total_tokens (Codex parses them strictly). */
 export function writeResponsesUsage(usage: Usage): ResponsesUsage {
-  const inputDetails: ResponsesUsage["input_tokens_details"] = { cached_tokens: usage.cacheReadTokens };
-  if (usage.cacheWriteTokens > 0) inputDetails.cache_write_tokens = usage.cacheWriteTokens;
   return {
     input_tokens: usage.inputTokens,
-    input_tokens_details: inputDetails,
+    input_tokens_details: { cached_tokens: usage.cacheReadTokens, cache_write_tokens: usage.cacheWriteTokens },
     output_tokens: usage.outputTokens,
     output_tokens_details: { reasoning_tokens: usage.reasoningTokens },
     total_tokens: usage.inputTokens + usage.outputTokens,

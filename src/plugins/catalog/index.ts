@@ -22,6 +22,8 @@ declare module "../../core/context.ts" {
 
 /** Ingress formats that serve chat models only; image models are reached at /v1/images/generations. */
 const CHAT_INGRESSES = new Set(["openai-chat", "anthropic-messages", "openai-responses"]);
+/** Ingress formats that serve image models only (chat models are a 400 there). */
+const IMAGE_INGRESSES = new Set(["openai-images"]);
 
 /** `GET /v1/models/{id}` for an id that is not in the catalog (or not allowed for the key). */
 class ModelNotFoundError extends GatewayError {
@@ -50,6 +52,13 @@ export default definePlugin({
         if (model.kind === "image" && CHAT_INGRESSES.has(ctx.ingress.name)) {
           throw new InvalidRequestError(
             `The model \`${model.id}\` is an image model; it is served only at POST /v1/images/generations.`,
+            { param: "model" },
+          );
+        }
+        if (model.kind !== "image" && IMAGE_INGRESSES.has(ctx.ingress.name)) {
+          const images = catalog.all().filter((entry) => entry.kind === "image").map((entry) => entry.id);
+          throw new InvalidRequestError(
+            `The model \`${model.id}\` is a chat model; POST /v1/images/generations serves image models only (${images.join(", ")}).`,
             { param: "model" },
           );
         }

@@ -53,7 +53,11 @@ export default definePlugin({
                 const id = query.id;
                 if (typeof id !== "string" || id === "") throw new InvalidRequestError("the id query parameter is required", { param: "id" });
                 if (!GENERATION_ID.test(id)) throw new InvalidRequestError(`malformed id "${id.slice(0, 80)}"`, { param: "id" });
-                const generation = await store.findGeneration(principal.accountId, id);
+                // A translated Responses answer's id is resp_<request hex>: the same record as gen-<hex>.
+                const responsesId = /^resp_([0-9a-f]{32})$/.exec(id);
+                const generation =
+                  (await store.findGeneration(principal.accountId, id)) ??
+                  (responsesId ? await store.findGeneration(principal.accountId, `gen-${responsesId[1]}`) : null);
                 if (!generation) throw new NotFoundError(`no request "${id}" on this account`);
                 return generationView(generation, principal.key.id);
               }),

@@ -9,6 +9,13 @@ import { priceUsage, type CostBreakdown } from "./cost.ts";
 
 const COST_HEADER = "x-gateway-cost";
 
+/** A stream cut short: the usage reported so far, its output raised to what was counted as delivered. */
+function withCountedOutput(reported: Usage | undefined, counted: Usage | undefined): Usage | undefined {
+  if (!reported || !counted) return reported ?? counted;
+  if (counted.outputTokens <= reported.outputTokens) return reported;
+  return { ...reported, outputTokens: counted.outputTokens };
+}
+
 declare module "../../core/context.ts" {
   interface GatewayContext {
     /** The generation record and debit are queued. Writer: metering. */
@@ -50,7 +57,7 @@ export default definePlugin({
 
     return {
       onStreamEvent(ctx, event) {
-        if (ctx.usage) return;
+        // Counted until the stream ends: some upstreams report usage early (Anthropic's message_start).
         const text = event.type === "text_delta" || event.type === "reasoning_delta" ? event.text : event.type === "tool_call_delta" ? event.arguments : undefined;
         if (!text) return;
         const parts = streamed.get(ctx);
@@ -67,7 +74,7 @@ export default definePlugin({
         if (!ctx.principal || !ctx.model || !ctx.target) return;
         // No usage: a call that failed before generating prices to zero; a stream cut short without a
         // usage report is billed for the text it delivered (counted) and the prompt (its bound).
-        if (!ctx.usage && outcome.status !== "success") ctx.usage = estimateUsage(ctx);
+        if (outcome.status !== "success") ctx.usage = withCountedOutput(ctx.usage, estimateUsage(ctx));
         const cost = costOf(ctx);
         ctx.cost = cost.totalCost;
         store.recordGeneration(generationRecord(ctx, outcome, cost));

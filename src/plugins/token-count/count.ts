@@ -42,7 +42,7 @@ export function countPromptTokens(body: Record<string, unknown>, exactTokenizer:
     total += PER_MESSAGE;
     total += countValue(message, count);
   }
-  for (const field of ["system", "tools", "functions", "response_format", "tool_choice", "input", "instructions"]) {
+  for (const field of ["system", "tools", "functions", "response_format", "tool_choice", "input", "instructions", "prompt"]) {
     if (body[field] !== undefined) total += countValue(body[field], count);
   }
   return total;

@@ -2,7 +2,7 @@ import { definePlugin } from "../../../core/plugin.ts";
 import { OpenAIUpstreamSchema } from "./schema.ts";
 import { createOpenAIWireProvider } from "./provider.ts";
 
-/** The OpenAI upstream (chat completions; same-format requests are relayed frame by frame). */
+/** The OpenAI upstream (chat completions, the Responses API and image generation; same-format requests are relayed frame by frame). */
 export default definePlugin({
   name: "openai",
   configSchema: OpenAIUpstreamSchema,
@@ -13,6 +13,8 @@ export default definePlugin({
       apiKeyEnv: config.api_key_env,
       apiKey: host.env[config.api_key_env] || undefined,
       outputCapField: "max_completion_tokens",
+      responses: true,
+      images: true,
     });
     return { providers: { openai: provider } };
   },

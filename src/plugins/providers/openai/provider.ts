@@ -4,6 +4,8 @@ import { ProviderUnavailableError } from "../../../core/errors.ts";
 import { upstreamFetch } from "../../../core/http.ts";
 import { upstreamBodyFor } from "../../../core/translate.ts";
 import { openaiChat } from "../../../formats/openai-chat/index.ts";
+import { openaiResponses } from "../../../formats/openai-responses/index.ts";
+import { openaiImages } from "../../../formats/openai-images/index.ts";
 
 export interface OpenAIWireUpstream {
   /** Provider name, as the catalog's `provider` field names it. */
@@ -15,28 +17,39 @@ export interface OpenAIWireUpstream {
   apiKey: string | undefined;
   /** Where a budget cap on output goes when the client set none: OpenAI wants max_completion_tokens, compatible vendors max_tokens. */
   outputCapField: "max_completion_tokens" | "max_tokens";
+  /** Also serves the Responses API natively at `{base_url}/responses` (OpenAI itself; compatible vendors do not). */
+  responses?: boolean;
+  /** Also serves image generation at `{base_url}/images/generations` (OpenAI Images format, base64 answers). */
+  images?: boolean;
 }
 
 /** A provider for any upstream that speaks OpenAI chat completions. */
 export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider {
-  const url = upstream.baseUrl.replace(/\/+$/, "") + "/chat/completions";
+  const baseUrl = upstream.baseUrl.replace(/\/+$/, "");
+  const url = baseUrl + "/chat/completions";
+  const responsesUrl = baseUrl + "/responses";
+  const imagesUrl = baseUrl + "/images/generations";
   const headers = upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : undefined;
   return {
-    formats: [openaiChat],
+    formats: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
     buildBody(ctx: GatewayContext, format) {
       const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
-      if (ctx.upstreamOutputCap !== undefined && body.max_tokens == null && body.max_completion_tokens == null) {
+      if (format === openaiImages) return body; // priced by size and quality: no output cap field
+      if (format === openaiResponses) {
+        if (ctx.upstreamOutputCap !== undefined && body.max_output_tokens == null) body.max_output_tokens = ctx.upstreamOutputCap;
+      } else if (ctx.upstreamOutputCap !== undefined && body.max_tokens == null && body.max_completion_tokens == null) {
         body[upstream.outputCapField] = ctx.upstreamOutputCap;
       }
       return body;
     },
-    async send(ctx, body) {
+    async send(ctx, body, format) {
       if (!headers) {
         throw new ProviderUnavailableError(
           `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
         );
       }
-      return upstreamFetch({ url, headers, body, signal: ctx.signal });
+      const target = format === openaiResponses ? responsesUrl : format === openaiImages ? imagesUrl : url;
+      return upstreamFetch({ url: target, headers, body, signal: ctx.signal });
     },
   };
 }

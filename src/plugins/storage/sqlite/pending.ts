@@ -95,6 +95,13 @@ export class PendingGenerations {
     return this.byResponse.get(responseKey(accountId, id));
   }
 
+  /** Queued debits of the account for requests started at or after `since` (spend windows). */
+  accountDebitsSince(accountId: string, since: number): number {
+    let sum = 0;
+    for (const g of this.queue) if (g.accountId === accountId && g.createdAt >= since) sum += g.totalCost;
+    return sum;
+  }
+
   accountDebits(accountId: string): number {
     return this.debits.get(accountId) ?? 0;
   }

@@ -96,12 +96,14 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .limit(1)
     .prepare();
 
-  // Settled requests of this process release their holds with their debits: written before each batch
-  // of reservations, so a client's next request never sees the previous one's worst case still held.
-  const reservations = createSqliteReservations(client, () => commits.flush());
+  const reservations = createSqliteReservations(client, pending);
   const plans = createSqlitePlans(client);
   let closed = false;
-  const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
+  function writeBatch(batch: readonly Generation[]): void {
+    writer.write(batch);
+    reservations.forgetWritten(batch.map((g) => g.id));
+  }
+  const commits = createGroupCommit({ pending, write: writeBatch, flushIntervalMs, maxBatch, log });
 
   function totalsOf(accountId: string): AccountTotals {
     const row = selectTotals.get({ id: accountId });
@@ -237,6 +239,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       assertOpen();
       checkGeneration(generation);
       commits.record({ ...generation });
+      reservations.markSettled(generation.id);
     },
 
     async findGeneration(accountId, id) {

@@ -18,8 +18,40 @@ interface PendingReservation {
   refusal?: GatewayError;
 }
 
-/** `beforeBatch` runs before each batch: the repository writes its settled requests (and releases their holds). */
-export function createSqliteReservations(client: Database, beforeBatch: () => void) {
+/**
+ * What this process knows that the database does not yet: requests settled but not yet written
+ * (group commit). Their holds are still in the table and their debits still in memory; this process
+ * counts the debit instead of the hold, other processes keep seeing the (larger) hold.
+ */
+export interface PendingSettlements {
+  /** Debits queued for the account / key, not yet written. */
+  accountDebits(accountId: string): number;
+  accountDebitsSince(accountId: string, since: number): number;
+  keySpend(keyId: string): number;
+}
+
+export function createSqliteReservations(client: Database, pending: PendingSettlements) {
+  /** This process's live holds, and the part of them whose requests are settled but not yet written. */
+  const mine = new Map<string, { accountId: string; keyId: string; amount: number; settled: boolean }>();
+  const settledByAccount = new Map<string, number>();
+  const settledByKey = new Map<string, number>();
+  const add = (map: Map<string, number>, id: string, amount: number) => {
+    const next = (map.get(id) ?? 0) + amount;
+    if (next === 0) map.delete(id);
+    else map.set(id, next);
+  };
+  function unsettle(id: string): void {
+    const hold = mine.get(id);
+    if (!hold) return;
+    mine.delete(id);
+    if (hold.settled) {
+      add(settledByAccount, hold.accountId, -hold.amount);
+      add(settledByKey, hold.keyId, -hold.amount);
+    }
+  }
+  /** Funds as this process sees them: the stored figure, settled holds swapped for their queued debits. */
+  const accountShift = (accountId: string) => (settledByAccount.get(accountId) ?? 0) - pending.accountDebits(accountId);
+  const keyShift = (keyId: string) => (settledByKey.get(keyId) ?? 0) - pending.keySpend(keyId);
   const accountAvailable = client.prepare<{ available: number }, [string, string]>(
     `select a.total_credits_nano - a.total_debits_nano
             - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
@@ -51,19 +83,25 @@ export function createSqliteReservations(client: Database, beforeBatch: () => vo
   const forgetInstance = client.prepare(`delete from gateway_instances where id = ?`);
 
   function reserveOne(input: ReservationInput, decide: (funds: Funds) => number): number {
-    const account = accountAvailable.get(input.accountId, input.accountId)?.available ?? 0;
-    const key = input.keyLimited ? (keyAvailable.get(input.keyId, input.keyId)?.available ?? 0) : null;
+    const account = (accountAvailable.get(input.accountId, input.accountId)?.available ?? 0) + accountShift(input.accountId);
+    const key = input.keyLimited ? (keyAvailable.get(input.keyId, input.keyId)?.available ?? 0) + keyShift(input.keyId) : null;
     const windows: Funds["windows"] = {};
     if (input.windows) {
       const reserved = accountReserved.get(input.accountId)?.reserved ?? 0;
       for (const [name, start] of Object.entries(input.windows)) {
         // Whole buckets from the one holding the window's start: never under-counts.
         const row = windowSpend.get(input.accountId, spendBucketStart(start));
-        windows[name] = { spent: (row?.spent ?? 0) + reserved, oldestAt: row?.oldest ?? null };
+        // Settled holds are swapped for their queued debits, counted only inside the window.
+        const settled = settledByAccount.get(input.accountId) ?? 0;
+        const queued = pending.accountDebitsSince(input.accountId, spendBucketStart(start));
+        windows[name] = { spent: (row?.spent ?? 0) + reserved - settled + queued, oldestAt: row?.oldest ?? null };
       }
     }
     const amount = decide({ account, key, windows });
-    if (amount > 0) insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
+    if (amount > 0) {
+      insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
+      mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
+    }
     return amount;
   }
 
@@ -89,7 +127,6 @@ export function createSqliteReservations(client: Database, beforeBatch: () => vo
     scheduled = false;
     const batch = queue.splice(0);
     try {
-      beforeBatch();
       decideBatch.immediate(batch);
     } catch (error) {
       const failure =
@@ -115,8 +152,21 @@ export function createSqliteReservations(client: Database, beforeBatch: () => vo
         }
       });
     },
+    /** The request settled and its generation is queued: count its debit, not its hold, from now on. */
+    markSettled(id: string): void {
+      const hold = mine.get(id);
+      if (!hold || hold.settled) return;
+      hold.settled = true;
+      add(settledByAccount, hold.accountId, hold.amount);
+      add(settledByKey, hold.keyId, hold.amount);
+    },
+    /** Generations written: their holds went in the same transaction. */
+    forgetWritten(ids: Iterable<string>): void {
+      for (const id of ids) unsettle(id);
+    },
     releaseReservation(id: string): void {
       remove.run(id);
+      unsettle(id);
     },
     heartbeat(instanceId: string, now: number): void {
       heartbeat.run(instanceId, now);

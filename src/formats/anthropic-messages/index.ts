@@ -1,0 +1,20 @@
+import type { WireFormat } from "../../core/format.ts";
+import { anthropicErrorResponse, anthropicStreamErrorFrame, readAnthropicUpstreamError } from "./errors.ts";
+import { createMessagesStreamRelay, readMessagesResponse, relayMessagesRequestBody, relayMessagesResponse } from "./relay.ts";
+import { decodeMessagesRequest } from "./request.ts";
+import { messagesTranslation } from "./translation/index.ts";
+import { ANTHROPIC_MESSAGES } from "./signature.ts";
+
+/** Anthropic Messages, as a client speaks it (POST /v1/messages) and as an upstream speaks it natively. */
+export const anthropicMessages: WireFormat = {
+  name: ANTHROPIC_MESSAGES,
+  decodeRequest: decodeMessagesRequest,
+  errorResponse: anthropicErrorResponse,
+  relayRequestBody: relayMessagesRequestBody,
+  readResponse: readMessagesResponse,
+  relayResponse: relayMessagesResponse,
+  createStreamRelay: createMessagesStreamRelay,
+  readUpstreamError: readAnthropicUpstreamError,
+  streamErrorFrame: anthropicStreamErrorFrame,
+  translation: messagesTranslation,
+};

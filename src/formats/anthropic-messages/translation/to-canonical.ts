@@ -1,0 +1,183 @@
+import { InvalidRequestError } from "../../../core/errors.ts";
+import type {
+  CanonicalChatRequest,
+  CanonicalImagePart,
+  CanonicalMessage,
+  CanonicalPart,
+  CanonicalTextPart,
+  CanonicalTool,
+  CanonicalToolChoice,
+} from "../../canonical.ts";
+import { fromAnthropicToolId } from "../ids.ts";
+import { ANTHROPIC_MESSAGES, unwrapForeignSignature } from "../signature.ts";
+import type { MessagesRequest } from "../request.ts";
+
+/** A Messages client's body (already validated by decodeRequest) in canonical form, for a non-Anthropic upstream. */
+export function messagesToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
+  const request = body as MessagesRequest & Record<string, any>;
+  const canonical: CanonicalChatRequest = {
+    model: request.model,
+    messages: request.messages.map((message, index) => toMessage(message, index, request.model)),
+    maxOutputTokens: request.max_tokens,
+    stream: request.stream === true,
+  };
+  const system = systemText(request.system);
+  if (system) canonical.system = system;
+  if (request.tools?.length) canonical.tools = request.tools.map(toTool);
+  const choice = request.tool_choice as Record<string, any> | undefined;
+  if (choice) {
+    canonical.toolChoice = toToolChoice(choice);
+    if (choice.disable_parallel_tool_use === true) canonical.parallelToolCalls = false;
+  }
+  if (typeof request.temperature === "number") canonical.temperature = request.temperature;
+  if (typeof request.top_p === "number") canonical.topP = request.top_p;
+  if (typeof request.top_k === "number") canonical.topK = request.top_k;
+  if (request.stop_sequences?.length) canonical.stop = [...request.stop_sequences];
+  const reasoning = toReasoning(request.thinking, request.output_config);
+  if (reasoning) canonical.reasoning = reasoning;
+  const format = (request.output_config as Record<string, any> | undefined)?.format;
+  if (format?.type === "json_schema" && format.schema && typeof format.schema === "object") {
+    canonical.responseFormat = { type: "json_schema", name: typeof format.name === "string" ? format.name : "output", schema: format.schema };
+  }
+  const user = (request.metadata as Record<string, unknown> | undefined)?.user_id;
+  if (typeof user === "string" && user !== "") canonical.user = user;
+  return canonical;
+}
+
+/** System text blocks, joined in order (E.1). */
+function systemText(system: MessagesRequest["system"]): string | undefined {
+  if (system === undefined) return undefined;
+  if (typeof system === "string") return system || undefined;
+  const text = system.map((block) => block.text).filter((part) => part !== "").join("\n\n");
+  return text || undefined;
+}
+
+function toMessage(message: MessagesRequest["messages"][number], index: number, model: string): CanonicalMessage {
+  if (typeof message.content === "string") {
+    return { role: message.role, content: message.content === "" ? [] : [{ type: "text", text: message.content }] };
+  }
+  const content: CanonicalPart[] = [];
+  message.content.forEach((block, blockIndex) => {
+    const part = toPart(block as Record<string, any>, `messages.${index}.content.${blockIndex}`, model);
+    if (part) content.push(part);
+  });
+  return { role: message.role, content };
+}
+
+/** One content block; null for blocks with no canonical form that the model can do without. */
+function toPart(block: Record<string, any>, param: string, model: string): CanonicalPart | null {
+  switch (block.type) {
+    case "text":
+      return typeof block.text === "string" && block.text !== "" ? { type: "text", text: block.text } : null;
+    case "image":
+      return toImage(block, param);
+    case "document":
+      return toDocument(block, param);
+    case "tool_use":
+      return {
+        type: "tool_call",
+        id: fromAnthropicToolId(String(block.id ?? "")),
+        name: String(block.name ?? ""),
+        arguments: JSON.stringify(block.input && typeof block.input === "object" ? block.input : {}),
+      };
+    case "tool_result":
+      return {
+        type: "tool_result",
+        toolCallId: fromAnthropicToolId(String(block.tool_use_id ?? "")),
+        content: toolResultContent(block.content, param),
+        ...(block.is_error === true ? { isError: true } : {}),
+      };
+    case "thinking":
+      return thinkingPart(block, model);
+    case "redacted_thinking":
+      return typeof block.data === "string" ? { type: "reasoning", text: "", redactedData: block.data, origin: { format: ANTHROPIC_MESSAGES, model } } : null;
+    default:
+      // Server-tool blocks (server_tool_use, web_search_tool_result ...) only mean something to Anthropic.
+      return null;
+  }
+}
+
+/** A thinking block: a gateway envelope names the provider that signed it; any other signature is Anthropic's. */
+function thinkingPart(block: Record<string, any>, model: string): CanonicalPart {
+  const text = typeof block.thinking === "string" ? block.thinking : "";
+  const signature = typeof block.signature === "string" && block.signature !== "" ? block.signature : undefined;
+  if (!signature) return { type: "reasoning", text };
+  const foreign = unwrapForeignSignature(signature);
+  if (foreign) return { type: "reasoning", text, ...(foreign.signature !== undefined ? { signature: foreign.signature } : {}), origin: foreign.origin };
+  return { type: "reasoning", text, signature, origin: { format: ANTHROPIC_MESSAGES, model } };
+}
+
+function toImage(block: Record<string, any>, param: string): CanonicalImagePart {
+  const source = block.source ?? {};
+  if (source.type === "base64" && typeof source.data === "string") {
+    return { type: "image", source: { kind: "base64", mediaType: String(source.media_type ?? "image/png"), data: source.data } };
+  }
+  if (source.type === "url" && typeof source.url === "string") return { type: "image", source: { kind: "url", url: source.url } };
+  throw new InvalidRequestError(`${param}.source: image source type "${source.type}" is only available on Anthropic models; send base64 or url`, {
+    param: `${param}.source`,
+  });
+}
+
+/** Plain-text documents become text; PDFs and files only exist for Anthropic models. */
+function toDocument(block: Record<string, any>, param: string): CanonicalTextPart {
+  const source = block.source ?? {};
+  if (source.type === "text" && typeof source.data === "string") {
+    const title = typeof block.title === "string" && block.title !== "" ? `${block.title}\n\n` : "";
+    return { type: "text", text: title + source.data };
+  }
+  throw new InvalidRequestError(`${param}: document blocks of source type "${source.type}" are only available on Anthropic models`, { param });
+}
+
+function toolResultContent(content: unknown, param: string): (CanonicalTextPart | CanonicalImagePart)[] {
+  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
+  if (!Array.isArray(content)) return [];
+  const parts: (CanonicalTextPart | CanonicalImagePart)[] = [];
+  content.forEach((block: Record<string, any>, index) => {
+    if (block?.type === "text" && typeof block.text === "string" && block.text !== "") parts.push({ type: "text", text: block.text });
+    else if (block?.type === "image") parts.push(toImage(block, `${param}.content.${index}`));
+    else if (block?.type === "document") parts.push(toDocument(block, `${param}.content.${index}`));
+    else if (block?.type === "search_result" && Array.isArray(block.content)) {
+      const text = block.content.map((inner: any) => (typeof inner?.text === "string" ? inner.text : "")).join("\n");
+      if (text) parts.push({ type: "text", text });
+    }
+  });
+  return parts;
+}
+
+function toTool(tool: Record<string, any>, index: number): CanonicalTool {
+  if (typeof tool.type === "string" && tool.type !== "custom" && tool.input_schema === undefined) {
+    throw new InvalidRequestError(`tools.${index}: the server tool "${tool.type}" is only available on Anthropic models`, { param: `tools.${index}` });
+  }
+  const parameters = tool.input_schema && typeof tool.input_schema === "object" ? tool.input_schema : { type: "object", properties: {} };
+  const canonical: CanonicalTool = { name: tool.name, parameters };
+  if (typeof tool.description === "string") canonical.description = tool.description;
+  if (tool.strict === true) canonical.strict = true;
+  return canonical;
+}
+
+function toToolChoice(choice: Record<string, any>): CanonicalToolChoice {
+  switch (choice.type) {
+    case "any":
+      return { type: "required" };
+    case "none":
+      return { type: "none" };
+    case "tool":
+      if (typeof choice.name !== "string" || choice.name === "") {
+        throw new InvalidRequestError("tool_choice.name: Field required", { param: "tool_choice.name" });
+      }
+      return { type: "tool", name: choice.name };
+    default:
+      return { type: "auto" };
+  }
+}
+
+/** thinking {enabled, budget_tokens} -> a budget; adaptive thinking or output_config.effort -> an effort. */
+function toReasoning(thinking: Record<string, any> | undefined, outputConfig: Record<string, any> | undefined): CanonicalChatRequest["reasoning"] {
+  const effort = typeof outputConfig?.effort === "string" ? outputConfig.effort : undefined;
+  if (thinking?.type === "disabled") return undefined;
+  if (thinking?.type === "enabled" && typeof thinking.budget_tokens === "number") {
+    return effort ? { budgetTokens: thinking.budget_tokens, effort } : { budgetTokens: thinking.budget_tokens };
+  }
+  if (thinking?.type === "adaptive") return { effort: effort ?? "medium" };
+  return effort ? { effort } : undefined;
+}

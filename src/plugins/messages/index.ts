@@ -1,0 +1,67 @@
+import { Type } from "@sinclair/typebox";
+import { definePlugin } from "../../core/plugin.ts";
+import { clientAddress } from "../../core/app.ts";
+import { InvalidRequestError, ModelNotAllowedError, UnknownModelError, asGatewayError } from "../../core/errors.ts";
+import { anthropicMessages } from "../../formats/anthropic-messages/index.ts";
+import { validateCountTokensRequest } from "../../formats/anthropic-messages/request.ts";
+import { countInputTokens } from "./count-tokens.ts";
+
+/** Ingress: POST /v1/messages (Anthropic Messages, any model family) and POST /v1/messages/count_tokens. */
+export default definePlugin({
+  name: "messages",
+  requires: ["auth", "catalog"],
+  configSchema: Type.Object({}),
+  setup(_config, host) {
+    const auth = host.service("auth");
+    const catalog = host.service("catalog");
+
+    /** count_tokens: authenticated, validated like a Messages request, answered with an upper bound. */
+    async function countTokens(request: Request): Promise<Response> {
+      try {
+        const principal = await auth.authenticate(request.headers);
+        const body = validateCountTokensRequest(await readJson(request));
+        const model = catalog.get(body.model);
+        if (!model) {
+          throw new UnknownModelError(`The model \`${body.model.slice(0, 200)}\` does not exist; see GET /v1/models`, { param: "model" });
+        }
+        const allowed = principal.key.models;
+        if (allowed && !allowed.includes(model.id)) {
+          throw new ModelNotAllowedError(`this API key may not call model "${model.id}"; its allowlist is: ${allowed.join(", ")}`, { param: "model" });
+        }
+        return Response.json({ input_tokens: countInputTokens(body as Record<string, unknown>, model.family) });
+      } catch (error) {
+        return anthropicMessages.errorResponse(asGatewayError(error));
+      }
+    }
+
+    return {
+      routes(app, gateway) {
+        app.post("/v1/messages", ({ request, server }) => gateway.handle(request, anthropicMessages, clientAddress(server, request)), {
+          parse: "none",
+          detail: {
+            summary: "Messages (Anthropic format) for every model family, streaming or not",
+            description:
+              "Auth: x-api-key or Authorization: Bearer. anthropic-version is accepted, not required; anthropic-beta is passed to Anthropic upstreams. " +
+              "Headers: x-gateway-request-id on every answer; x-gateway-cost (USD) on non-streaming answers.",
+          },
+        });
+        app.post("/v1/messages/count_tokens", ({ request }) => countTokens(request), {
+          parse: "none",
+          detail: {
+            summary: "Input tokens of a Messages request: an upper bound (exact o200k for OpenAI models)",
+            description: "Answers {input_tokens}. Never under-counts, so clients compact their context in time.",
+          },
+        });
+      },
+    };
+  },
+});
+
+async function readJson(request: Request): Promise<unknown> {
+  const text = await request.text();
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new InvalidRequestError(`request body is not valid JSON: ${(error as Error).message}`);
+  }
+}

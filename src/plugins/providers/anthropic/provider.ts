@@ -1,0 +1,56 @@
+import type { GatewayContext } from "../../../core/context.ts";
+import type { Provider } from "../../../core/plugin.ts";
+import type { WireFormat } from "../../../core/format.ts";
+import { ProviderUnavailableError } from "../../../core/errors.ts";
+import { upstreamFetch } from "../../../core/http.ts";
+import { crossesFormats, upstreamBodyFor } from "../../../core/translate.ts";
+import { anthropicMessages } from "../../../formats/anthropic-messages/index.ts";
+import { fitThinkingBudget } from "../../../formats/anthropic-messages/translation/from-canonical.ts";
+
+export interface AnthropicUpstream {
+  name: string;
+  /** Base URL ending before `/v1/messages`. */
+  baseUrl: string;
+  apiKeyEnv: string;
+  apiKey: string | undefined;
+  version: string;
+  passBetas: "all" | readonly string[];
+}
+
+/** A provider for the Anthropic Messages API (and any upstream that speaks it). */
+export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
+  const url = upstream.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/v1/messages";
+  const allowed = upstream.passBetas === "all" ? null : new Set(upstream.passBetas);
+  return {
+    formats: [anthropicMessages],
+    buildBody(ctx: GatewayContext, format: WireFormat) {
+      const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
+      // A translated client that set no cap gets what its funds allow (budget) or the model's maximum.
+      if (crossesFormats(ctx, format) && ctx.request.maxOutputTokens === undefined) {
+        const cap = ctx.upstreamOutputCap ?? ctx.model?.max_output_tokens;
+        if (cap !== undefined) body.max_tokens = cap;
+        fitThinkingBudget(body);
+      }
+      return body;
+    },
+    async send(ctx, body, format) {
+      if (!upstream.apiKey) {
+        throw new ProviderUnavailableError(
+          `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
+        );
+      }
+      const headers: Record<string, string> = { "x-api-key": upstream.apiKey, "anthropic-version": upstream.version };
+      const betas = crossesFormats(ctx, format) ? "" : clientBetas(ctx.headers, allowed);
+      if (betas) headers["anthropic-beta"] = betas;
+      return upstreamFetch({ url, headers, body, signal: ctx.signal });
+    },
+  };
+}
+
+/** The client's anthropic-beta flags that may go upstream (all, or those listed), comma-joined. */
+export function clientBetas(headers: Headers, allowed: ReadonlySet<string> | null): string {
+  const raw = headers.get("anthropic-beta");
+  if (!raw) return "";
+  const flags = raw.split(",").map((flag) => flag.trim()).filter((flag) => flag !== "");
+  return (allowed ? flags.filter((flag) => allowed.has(flag)) : flags).join(",");
+}
