@@ -166,7 +166,7 @@ e2e("chat client on Gemini, non-streaming", () => {
     expect(data.usage!.completion_tokens_details!.reasoning_tokens).toBe(4);
   });
 
-  it("passes Gemini's errors on: 429 with retry-after, 400 with Gemini's message, 5xx as 502 billed nothing", async () => {
+  it("passes Gemini's errors on: 429 with retry-after, 400 with Gemini's message, 503 as 503 (overloaded, retryable) billed nothing", async () => {
     const { accountId, key } = await t.newAccountWithKey({ credit: 10 });
     const send = (d: GeminiFakeDirective) =>
       t.client(key).chat.completions.create({ model: LITE, messages: [{ role: "user", content: directive(d) }] }).catch((error) => error);
@@ -177,7 +177,7 @@ e2e("chat client on Gemini, non-streaming", () => {
     expect(bad.status).toBe(400);
     expect(bad.message).toContain("Invalid value at 'contents'");
     const down = await send({ status: 503 });
-    expect(down.status).toBe(502);
+    expect(down.status).toBe(503);
     expect(await balanceOf(accountId)).toBe(usdToNano(10));
   });
 });

@@ -346,15 +346,15 @@ describe("errors on /v1/messages are in Anthropic's shape", () => {
     expect(fake.requests).toHaveLength(0);
   });
 
-  it("an upstream failure answers api_error; an in-band stream error reaches the SDK and the request is recorded failed", async () => {
+  it("an upstream overload answers 503 overloaded_error; an in-band stream error reaches the SDK and the request is recorded failed", async () => {
     const { accountId, key } = await fundedAccount();
     const http = await post(
       "/v1/messages",
       { ...message, messages: [{ role: "user", content: directive({ status: 529, error: { type: "overloaded_error", message: "Overloaded" } }) }] },
       { "x-api-key": key },
     );
-    expect(http.status).toBe(502);
-    expect(await http.json()).toMatchObject({ type: "error", error: { type: "api_error", code: "upstream_error" } });
+    expect(http.status).toBe(503);
+    expect(await http.json()).toMatchObject({ type: "error", error: { type: "overloaded_error", code: "upstream_overloaded" } });
     const stream = anthropic(key).messages.stream({ ...message, messages: [{ role: "user", content: directive({ stream_error_after_chunks: 3 }) }] } as never);
     const error = await stream.finalMessage().catch((thrown) => thrown);
     expect(error).toBeInstanceOf(Anthropic.APIError);
