@@ -1,4 +1,4 @@
-import { definePlugin } from "../../core/plugin.ts";
+import { definePlugin, type PluginInstance } from "../../core/plugin.ts";
 import type { Repository } from "./repository.ts";
 import { parseDatabaseUrl } from "./database-url.ts";
 import {
@@ -8,6 +8,7 @@ import {
   storageConfigSchema,
 } from "./schema.ts";
 import { createSqliteRepository } from "./sqlite/repository.ts";
+import { createPostgresRepository } from "./postgres/repository.ts";
 
 /** The store every other plugin reaches through `host.service("storage")`: accounts, keys, ledger, metering. */
 export default definePlugin({
@@ -15,24 +16,33 @@ export default definePlugin({
   configSchema: storageConfigSchema,
   setup(config, host) {
     const target = parseDatabaseUrl(config.database_url ?? DEFAULT_DATABASE_URL);
-    if (target.dialect === "postgres") throw new Error("Postgres support arrives with the scale-out work");
-    const repository: Repository = createSqliteRepository(target.path, {
+    const options = {
       flushIntervalMs: config.flush_interval_ms ?? DEFAULT_FLUSH_INTERVAL_MS,
       maxBatch: config.max_batch ?? DEFAULT_MAX_BATCH,
       log: host.log,
-    });
-    host.log.info("storage open", { dialect: "sqlite", path: target.path });
-    return {
-      provides: repository,
-      async ready() {
-        try {
-          await repository.ping();
-          return true;
-        } catch {
-          return false;
-        }
-      },
-      close: () => repository.close(),
     };
+    function instance(repository: Repository): PluginInstance<Repository> {
+      return {
+        provides: repository,
+        async ready() {
+          try {
+            await repository.ping();
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        close: () => repository.close(),
+      };
+    }
+    if (target.dialect === "postgres") {
+      return createPostgresRepository(target.url, options).then((repository) => {
+        host.log.info("storage open", { dialect: "postgres", host: URL.parse(target.url)?.host });
+        return instance(repository);
+      });
+    }
+    const repository = createSqliteRepository(target.path, options);
+    host.log.info("storage open", { dialect: "sqlite", path: target.path });
+    return instance(repository);
   },
 });

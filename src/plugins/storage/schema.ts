@@ -7,7 +7,7 @@ export const DEFAULT_MAX_BATCH = 512;
 /** The `storage` block of plugins-config.yaml. */
 export const storageConfigSchema = Type.Object(
   {
-    /** `sqlite:PATH` or a bare path (relative to the working directory); `postgres://…` later. */
+    /** `sqlite:PATH` or a bare path (relative to the working directory); `postgres://…` for several instances. */
     database_url: Type.Optional(Type.String({ minLength: 1, default: DEFAULT_DATABASE_URL })),
     /** Group-commit period of metered generations. */
     flush_interval_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 60_000, default: DEFAULT_FLUSH_INTERVAL_MS })),

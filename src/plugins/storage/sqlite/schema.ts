@@ -109,11 +109,12 @@ export const ledgerEntries = sqliteTable(
   },
   (t) => [
     index("ledger_account_created_idx").on(t.accountId, t.createdAt),
-    check("ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage')`),
+    check("ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage', 'plan')`),
     check(
       "ledger_sign_check",
-      // A usage debit is negative and names its generation (the writer sets reference = generation id).
-      sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} <> 'usage' and ${t.amountNano} > 0)`,
+      // A usage debit is negative and names its generation (the writer sets reference = generation id);
+      // a plan bought from the balance is a negative entry too; credits are positive.
+      sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} = 'plan' and ${t.amountNano} < 0) or (${t.kind} not in ('usage', 'plan') and ${t.amountNano} > 0)`,
     ),
   ],
 );

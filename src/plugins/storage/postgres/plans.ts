@@ -1,0 +1,87 @@
+import type { SQL } from "bun";
+import { ConflictError, InsufficientBalanceError, NotFoundError } from "../../../core/errors.ts";
+import { nanoToUsdString } from "../../../core/money.ts";
+import type { PlanCycle, PlanPurchase } from "../repository.ts";
+import { newId } from "../sqlite/ids.ts";
+import type { PendingGenerations } from "../sqlite/pending.ts";
+import { readFunds } from "./reservations.ts";
+
+interface PlanRow {
+  id: string;
+  account_id: string;
+  plan: string;
+  funding: string;
+  price_nano: string;
+  started_at: string;
+  ends_at: string;
+  renewing: boolean;
+}
+
+function toCycle(row: PlanRow): PlanCycle {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    plan: row.plan,
+    funding: row.funding as PlanCycle["funding"],
+    price: Number(row.price_nano),
+    startedAt: Number(row.started_at),
+    endsAt: Number(row.ends_at),
+    renewing: row.renewing,
+  };
+}
+
+const INSERT_ENTRY = `insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at) values ($1, $2, $3, $4, $5, null, $6)`;
+
+/**
+ * Plan cycles: a balance-funded purchase debits the price (once per account); any purchase credits
+ * the plan's bonus. One transaction holding the account row (FOR NO KEY UPDATE), so two gateways
+ * cannot both fund a cycle from the same balance, nor spend it while a reservation is being decided.
+ */
+export function createPostgresPlans(client: SQL, pending: PendingGenerations) {
+  return {
+    async purchasePlan(p: PlanPurchase): Promise<{ cycle: PlanCycle; balance: number }> {
+      const balance = await client.begin(async (tx) => {
+        const locked = await tx.unsafe(`select 1 from accounts where id = $1 for no key update`, [p.accountId]);
+        if (locked.length === 0) throw new NotFoundError(`no account "${p.accountId}"`);
+        const funds = await readFunds(tx, pending, { accountId: p.accountId, keyId: null });
+        let after = funds.balance;
+        if (p.funding === "balance") {
+          const funded = await tx.unsafe(`select 1 from account_plans where account_id = $1 and funding = 'balance' limit 1`, [p.accountId]);
+          if (funded.length > 0) {
+            throw new ConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
+          }
+          if (funds.account < p.price) {
+            throw new InsufficientBalanceError(
+              `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.account))}; top up first`,
+            );
+          }
+          await tx.unsafe(INSERT_ENTRY, [newId("le"), p.accountId, "plan", -p.price, `plan:${p.id}`, p.startedAt]);
+          await tx.unsafe(`update accounts set total_debits_nano = total_debits_nano + $1 where id = $2`, [p.price, p.accountId]);
+          after -= p.price;
+        }
+        if (p.bonus > 0) {
+          await tx.unsafe(INSERT_ENTRY, [newId("le"), p.accountId, "bonus", p.bonus, `plan:${p.id}:bonus`, p.startedAt]);
+          await tx.unsafe(`update accounts set total_credits_nano = total_credits_nano + $1 where id = $2`, [p.bonus, p.accountId]);
+          after += p.bonus;
+        }
+        await tx.unsafe(
+          `insert into account_plans (id, account_id, plan, funding, price_nano, started_at, ends_at, renewing) values ($1, $2, $3, $4, $5, $6, $7, $8)`,
+          [p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing],
+        );
+        return after;
+      });
+      return {
+        cycle: { id: p.id, accountId: p.accountId, plan: p.plan, funding: p.funding, price: p.price, startedAt: p.startedAt, endsAt: p.endsAt, renewing: p.renewing },
+        balance,
+      };
+    },
+
+    async activePlan(accountId: string, at: number): Promise<PlanCycle | null> {
+      const [row] = await client.unsafe<PlanRow[]>(
+        `select * from account_plans where account_id = $1 and started_at <= $2 and (ends_at > $2 or renewing) order by started_at desc limit 1`,
+        [accountId, at],
+      );
+      return row ? toCycle(row) : null;
+    },
+  };
+}
