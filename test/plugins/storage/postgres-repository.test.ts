@@ -14,7 +14,10 @@ import { repositoryContract, type ContractStore } from "./repository-contract.ts
  * (or DATABASE_URL_POSTGRES) to a URL whose user may create databases; each store is a fresh
  * scratch database, dropped at the end.
  */
-const ADMIN_URL = process.env.POSTGRES_TEST_URL ?? process.env.DATABASE_URL_POSTGRES;
+const ADMIN_URL =
+  process.env.POSTGRES_TEST_URL ??
+  process.env.DATABASE_URL_POSTGRES ??
+  (/^postgres(ql)?:\/\//.test(process.env.DATABASE_URL ?? "") ? process.env.DATABASE_URL : undefined);
 
 /** Scratch databases of this run: created on demand, dropped at the end. */
 function scratchDatabases(adminUrl: string) {
