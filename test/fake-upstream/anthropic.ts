@@ -40,6 +40,11 @@ export interface AnthropicFakeDirective {
   hang_after_chunks?: number;
   stream_error_after_chunks?: number;
   headers?: Record<string, string>;
+  /**
+   * Replaces this directive once a later user message carries tool_result blocks (and no directive of its own):
+   * `{"tool_calls":[...], "after_tool_result":{"text":"done"}}` asks for the call, then answers text.
+   */
+  after_tool_result?: AnthropicFakeDirective;
 }
 
 export interface AnthropicUsage {
@@ -135,8 +140,19 @@ export function computeAnthropicUsage(body: any, directive?: AnthropicFakeDirect
 
 export function parseAnthropicDirective(body: any): AnthropicFakeDirective | null {
   const messages = Array.isArray(body?.messages) ? body.messages : [];
-  const last = [...messages].reverse().find((message: any) => message?.role === "user");
-  const text = last ? anthropicMessageText(last.content) : "";
+  const users = messages.filter((message: any) => message?.role === "user");
+  const last = users.at(-1);
+  const own = parseAnthropicDirectiveText(last ? anthropicMessageText(last.content) : "");
+  if (own || !Array.isArray(last?.content) || !last.content.some((block: any) => block?.type === "tool_result")) return own;
+  // The last user message only answers tool calls: the directive that asked for them may say what comes next.
+  for (let i = users.length - 2; i >= 0; i--) {
+    const earlier = parseAnthropicDirectiveText(anthropicMessageText(users[i].content));
+    if (earlier) return earlier.after_tool_result && typeof earlier.after_tool_result === "object" ? earlier.after_tool_result : null;
+  }
+  return null;
+}
+
+function parseAnthropicDirectiveText(text: string): AnthropicFakeDirective | null {
   const start = text.indexOf("[[fake");
   if (start < 0) return null;
   let end = text.indexOf("]]", start);
@@ -189,8 +205,14 @@ function replyOf(body: any, directive: AnthropicFakeDirective | null): Reply {
 // Validation: what Anthropic refuses
 // ---------------------------------------------------------------------------------------------
 
-/** The Anthropic-style 400 message for a body, or null when the body is acceptable. */
-export function validateAnthropicBody(body: any): string | null {
+/** The beta that lets `messages` carry `role: "system"` turns (Claude Code 2.1.x sends them). */
+export const MID_CONVERSATION_SYSTEM_BETA = "mid-conversation-system-2026-04-07";
+
+/**
+ * The Anthropic-style 400 message for a body, or null when the body is acceptable.
+ * `options.midConversationSystem`: the request enabled MID_CONVERSATION_SYSTEM_BETA (system messages allowed).
+ */
+export function validateAnthropicBody(body: any, options: { midConversationSystem?: boolean } = {}): string | null {
   if (!body || typeof body !== "object" || Array.isArray(body)) return "body: Input should be a valid dictionary";
   for (const key of Object.keys(body)) if (!KNOWN_FIELDS.has(key)) return `${key}: Extra inputs are not permitted`;
   if (typeof body.model !== "string" || body.model === "") return "model: Field required";
@@ -206,12 +228,18 @@ export function validateAnthropicBody(body: any): string | null {
   if (thinkingOn(body) && (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool")) {
     return "Thinking may not be enabled when tool_choice forces tool use.";
   }
-  return validateMessages(body.messages, body.model, thinkingOn(body));
+  return validateMessages(body.messages, body.model, thinkingOn(body), options.midConversationSystem === true);
 }
 
-function validateMessages(messages: any[], model: string, thinking: boolean): string | null {
+function validateMessages(messages: any[], model: string, thinking: boolean, systemAllowed = false): string | null {
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i];
+    if (systemAllowed && message?.role === "system") {
+      const text = anthropicMessageText(message.content);
+      const textOnly = typeof message.content === "string" || (Array.isArray(message.content) && message.content.every((block: any) => block?.type === "text"));
+      if (!textOnly || text === "") return `messages.${i}: system messages must have non-empty text content`;
+      continue;
+    }
     if (message?.role !== "user" && message?.role !== "assistant") return `messages.${i}.role: Input should be 'user' or 'assistant'`;
     if (message.content === "") return `messages.${i}: text content blocks must be non-empty`;
     if (!Array.isArray(message.content)) continue;
@@ -338,7 +366,8 @@ export async function handleAnthropicMessages(ctx: Ctx): Promise<Response> {
   if (!ctx.req.headers.get("x-api-key")?.trim()) return anthropicError(401, { type: "authentication_error", message: "x-api-key header is required" });
   if (!ctx.req.headers.get("anthropic-version")) return invalid("anthropic-version: header is required");
   if (ctx.jsonError) return invalid("There was an error parsing the body of your request");
-  const problem = validateAnthropicBody(ctx.body);
+  const betas = (ctx.req.headers.get("anthropic-beta") ?? "").split(",").map((beta) => beta.trim());
+  const problem = validateAnthropicBody(ctx.body, { midConversationSystem: betas.includes(MID_CONVERSATION_SYSTEM_BETA) });
   if (problem) return invalid(problem);
   const body = ctx.body;
   let directive: AnthropicFakeDirective | null = null;

@@ -61,6 +61,12 @@ export interface FakeDirective {
   finish_reason?: string;
   /** Extra response headers (e.g. {"retry-after":"1"}). */
   headers?: Record<string, string>;
+  /**
+   * Replaces this directive once a tool result follows the message holding it (a `tool` message in Chat, a
+   * function_call_output item in Responses, a tool_result block in Messages): scripts a tool loop, e.g.
+   * `{"tool_calls":[...], "after_tool_result":{"text":"done"}}` asks for the call, then answers text.
+   */
+  after_tool_result?: FakeDirective;
 }
 
 export interface ToolCallSpec {
@@ -197,13 +203,23 @@ export function parseDirective(body: any): FakeDirective | null {
   const messages = body?.messages;
   if (!Array.isArray(messages)) return null;
   let text: string | null = null;
+  let at = -1;
   for (let i = messages.length - 1; i >= 0; i--) {
     if (messages[i]?.role === "user") {
       text = messageText(messages[i].content);
+      at = i;
       break;
     }
   }
   if (!text) return null;
+  const directive = parseDirectiveText(text);
+  const after = directive?.after_tool_result;
+  if (after && typeof after === "object" && messages.slice(at + 1).some((message: any) => message?.role === "tool")) return after;
+  return directive;
+}
+
+/** Parses the `[[fake {json}]]` directive in a text (null when absent; throws on malformed JSON). */
+export function parseDirectiveText(text: string): FakeDirective | null {
   const start = text.indexOf(DIRECTIVE_OPEN);
   if (start < 0) return null;
   const jsonStart = start + DIRECTIVE_OPEN.length;

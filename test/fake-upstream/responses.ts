@@ -28,7 +28,9 @@ import {
   type FakeDirective,
 } from "./openai.ts";
 
-export interface ResponsesDirective extends Omit<FakeDirective, "usage" | "tool_calls"> {
+export interface ResponsesDirective extends Omit<FakeDirective, "usage" | "tool_calls" | "after_tool_result"> {
+  /** Replaces this directive once a function_call_output / custom_tool_call_output item follows its message. */
+  after_tool_result?: ResponsesDirective;
   reasoning?: string;
   tool_calls?: { name: string; arguments?: unknown; input?: string }[];
   usage?: FakeDirective["usage"] & { input_tokens?: number; output_tokens?: number };
@@ -87,9 +89,13 @@ export function countResponsesInputTokens(body: any): number {
 
 /** The directive in the last user message of `input` (the `input` string counts as one). */
 export function parseResponsesDirective(body: any): ResponsesDirective | null {
-  const users = inputItems(body).filter((item) => (item?.type ?? "message") === "message" && item.role === "user");
-  const last = users.at(-1);
-  return last ? (parseDirective({ messages: [{ role: "user", content: last.content }] }) as ResponsesDirective | null) : null;
+  const items = inputItems(body);
+  const at = items.findLastIndex((item) => (item?.type ?? "message") === "message" && item.role === "user");
+  if (at < 0) return null;
+  const directive = parseDirective({ messages: [{ role: "user", content: items[at]!.content }] }) as ResponsesDirective | null;
+  const after = directive?.after_tool_result;
+  const answered = items.slice(at + 1).some((item) => item?.type === "function_call_output" || item?.type === "custom_tool_call_output");
+  return after && typeof after === "object" && answered ? after : directive;
 }
 
 interface ReplyToolCall {

@@ -6,9 +6,14 @@ import type { CanonicalRequest } from "../canonical.ts";
 /** A content block: its `type` is checked, the rest passes through (new block types keep working). */
 const Block = Type.Object({ type: Type.String({ minLength: 1 }) }, { additionalProperties: true });
 
+/**
+ * A turn. `system` is a mid-conversation system message (beta mid-conversation-system-2026-04-07, sent by
+ * Claude Code 2.1.x): relayed as is to Anthropic, hoisted into the system prompt for other upstreams.
+ * It may not open the conversation (that is the top-level `system` field): see leadingSystem.
+ */
 const Message = Type.Object(
   {
-    role: Type.Union([Type.Literal("user"), Type.Literal("assistant")], { error: 'must be "user" or "assistant"' }),
+    role: Type.Union([Type.Literal("user"), Type.Literal("assistant"), Type.Literal("system")], { error: 'must be "user", "assistant" or "system"' }),
     content: Type.Union([Type.String(), Type.Array(Block)], { error: "must be a string or an array of content blocks" }),
   },
   { additionalProperties: true },
@@ -58,6 +63,7 @@ const checkCountTokens = TypeCompiler.Compile(CountTokensRequest);
 export function decodeMessagesRequest(body: unknown): CanonicalRequest {
   if (!checkMessages.Check(body)) throw invalid(checkMessages, body);
   const request = body as MessagesRequest;
+  leadingSystem(request);
   return {
     model: request.model,
     stream: request.stream === true,
@@ -71,7 +77,16 @@ export function decodeMessagesRequest(body: unknown): CanonicalRequest {
 /** Validates a count_tokens body (throws InvalidRequestError naming the field). */
 export function validateCountTokensRequest(body: unknown): CountTokensRequest {
   if (!checkCountTokens.Check(body)) throw invalid(checkCountTokens, body);
+  leadingSystem(body as CountTokensRequest);
   return body as CountTokensRequest;
+}
+
+/** A system message only goes between turns; the conversation starts with a user or assistant turn. */
+function leadingSystem(request: CountTokensRequest): void {
+  if (request.messages[0]?.role !== "system") return;
+  throw new InvalidRequestError('messages.0.role: must be "user" or "assistant" (got "system"); a system message may only follow other turns, use the top-level `system` field', {
+    param: "messages.0.role",
+  });
 }
 
 /** The features the capabilities plugin checks against the model. */

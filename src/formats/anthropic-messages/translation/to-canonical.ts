@@ -15,14 +15,24 @@ import type { MessagesRequest } from "../request.ts";
 /** A Messages client's body (already validated by decodeRequest) in canonical form, for a non-Anthropic upstream. */
 export function messagesToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
   const request = body as MessagesRequest & Record<string, any>;
+  const messages: CanonicalMessage[] = [];
+  const systemParts: string[] = [];
+  const topSystem = systemText(request.system);
+  if (topSystem) systemParts.push(topSystem);
+  request.messages.forEach((message, index) => {
+    if (message.role === "system") {
+      // A mid-conversation system message: hoisted after the system prompt, in order (E.1), as for Chat.
+      const text = systemText(message.content as MessagesRequest["system"]);
+      if (text) systemParts.push(text);
+    } else messages.push(toMessage(message as UserOrAssistant, index, request.model));
+  });
   const canonical: CanonicalChatRequest = {
     model: request.model,
-    messages: request.messages.map((message, index) => toMessage(message, index, request.model)),
+    messages,
     maxOutputTokens: request.max_tokens,
     stream: request.stream === true,
   };
-  const system = systemText(request.system);
-  if (system) canonical.system = system;
+  if (systemParts.length > 0) canonical.system = systemParts.join("\n\n");
   if (request.tools?.length) canonical.tools = request.tools.map(toTool);
   const choice = request.tool_choice as Record<string, any> | undefined;
   if (choice) {
@@ -44,15 +54,17 @@ export function messagesToCanonical(body: Record<string, unknown>): CanonicalCha
   return canonical;
 }
 
-/** System text blocks, joined in order (E.1). */
+type UserOrAssistant = MessagesRequest["messages"][number] & { role: "user" | "assistant" };
+
+/** System text blocks (of the system prompt or of a system message), joined in order (E.1). */
 function systemText(system: MessagesRequest["system"]): string | undefined {
   if (system === undefined) return undefined;
   if (typeof system === "string") return system || undefined;
-  const text = system.map((block) => block.text).filter((part) => part !== "").join("\n\n");
+  const text = system.map((block) => (typeof block?.text === "string" ? block.text : "")).filter((part) => part !== "").join("\n\n");
   return text || undefined;
 }
 
-function toMessage(message: MessagesRequest["messages"][number], index: number, model: string): CanonicalMessage {
+function toMessage(message: UserOrAssistant, index: number, model: string): CanonicalMessage {
   if (typeof message.content === "string") {
     return { role: message.role, content: message.content === "" ? [] : [{ type: "text", text: message.content }] };
   }

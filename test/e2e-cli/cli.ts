@@ -1,0 +1,143 @@
+/**
+ * Shared helpers of the agent-CLI end-to-end tests: the official Claude Code and Codex CLIs (devDependencies)
+ * run offline against an in-process gateway whose providers all point at the fake upstream.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "../fake-upstream/server.ts";
+
+export const ROOT = resolve(import.meta.dir, "../..");
+/** Each CLI run is bounded: killed (with its whole process group) after this long. */
+export const CLI_TIMEOUT_MS = 60_000;
+
+/** The CLI's launcher in node_modules/.bin, or null when the devDependency is not installed. */
+export function cliBinary(name: "claude" | "codex"): string | null {
+  const path = join(ROOT, "node_modules", ".bin", name);
+  return existsSync(path) ? path : null;
+}
+
+/** `[[fake {json}]]`: the fake upstream's scenario directive. */
+export const directive = (d: unknown) => `[[fake ${JSON.stringify(d)}]]`;
+
+export interface CliGateway {
+  t: TestGateway;
+  fake: FakeUpstream;
+  stop(): Promise<void>;
+}
+
+/** The gateway with every provider (OpenAI, Anthropic, DeepSeek, Gemini...) on one fake upstream. */
+export async function startCliGateway(): Promise<CliGateway> {
+  const fake = await startFakeUpstream();
+  const t = await startTestGateway({
+    fake,
+    env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "sk-ant-upstream", GEMINI_BASE_URL: fake.url, GEMINI_API_KEY: "gm-upstream" },
+  });
+  return {
+    t,
+    fake,
+    async stop() {
+      await t.stop();
+      await fake.stop();
+    },
+  };
+}
+
+/** A fresh temporary directory, removed by the returned cleanup. */
+export function tempDir(prefix: string): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** A minimal environment: nothing of the test process (no stray ANTHROPIC_* / OPENAI_* keys, no user config). */
+export function cliEnv(home: string, extra: Record<string, string>): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    HOME: home,
+    USER: process.env.USER ?? "tester",
+    LANG: "C.UTF-8",
+    TERM: "dumb",
+    NO_COLOR: "1",
+    TMPDIR: process.env.TMPDIR ?? tmpdir(),
+    ...extra,
+  };
+}
+
+export interface CliRun {
+  code: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/**
+ * Runs a CLI to completion with stdin closed, in its own process group, killed (group included) after
+ * `timeoutMs`. Children it leaves behind are ended with the group too.
+ */
+export function runCli(file: string, args: string[], options: { cwd: string; env: Record<string, string>; timeoutMs?: number }): Promise<CliRun> {
+  const started = performance.now();
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let stdout = "";
+    let stderr = "";
+    let timedOut = false;
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const killGroup = () => {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // The group is already gone.
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup();
+    }, options.timeoutMs ?? CLI_TIMEOUT_MS);
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      killGroup(); // stragglers (a tool's shell, a helper) of this run's group only
+      resolvePromise({ code, signal, timedOut, stdout, stderr, ms: Math.round(performance.now() - started) });
+    });
+  });
+}
+
+/** What to print when a run did not go as expected. */
+export function describeRun(run: CliRun): string {
+  const tail = (text: string) => (text.length > 6000 ? "…" + text.slice(-6000) : text);
+  return `exit ${run.code} signal ${run.signal}${run.timedOut ? " (timed out)" : ""} after ${run.ms} ms\n--- stdout\n${tail(run.stdout)}\n--- stderr\n${tail(run.stderr)}`;
+}
+
+/** The upstream requests (fake.requests) that asked for a completion: Messages, Chat, Responses, Gemini. */
+export function completionRequests(fake: FakeUpstream): RecordedRequest[] {
+  return fake.requests.filter((request) => request.method === "POST" && /\/(messages|chat\/completions|responses)$|:(stream)?[gG]enerateContent/.test(request.path.split("?")[0]!));
+}
+
+export interface Billing {
+  credits: { total_credits: number; total_usage: number; balance: number };
+  /** The account's generation records (admin requests log), newest first. */
+  rows: { id: string; model: string; status: string; cost: number; prompt_tokens: number; completion_tokens: number }[];
+}
+
+/**
+ * The key's /v1/credits and the account's request log, once `expectedRows` records are written
+ * (metering commits in small batches, a few ms after the answer).
+ */
+export async function billing(t: TestGateway, key: string, accountId: string, expectedRows: number): Promise<Billing> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const log = await t.admin("GET", `/admin/v1/accounts/${accountId}/requests?limit=200`);
+    const credits = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } }).then((response) => response.json() as any);
+    if (log.body.data.length >= expectedRows || Date.now() > deadline) return { credits: credits.data, rows: log.body.data };
+    await Bun.sleep(50);
+  }
+}
