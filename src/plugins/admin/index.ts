@@ -1,5 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
+import { pathOf } from "../../core/app.ts";
 import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import type { ApiKey, Generation } from "../storage/repository.ts";
@@ -42,7 +43,7 @@ export default definePlugin({
         // Authenticate before body parsing and validation: without a valid token, every /admin/ request
         // is a 401 (never a 400 that reveals the schema). The per-route requireAdmin stays as a backstop.
         app.onRequest(function requireAdminToken({ request }) {
-          if (!new URL(request.url).pathname.startsWith("/admin/")) return;
+          if (!pathOf(request).startsWith("/admin/")) return;
           try {
             requireAdmin(request);
           } catch (error) {
