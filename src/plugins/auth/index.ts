@@ -25,7 +25,8 @@ export default definePlugin({
       try {
         key = await store.findKeyByHash(hash);
       } catch (error) {
-        if (error instanceof GatewayError) throw error;
+        // The store's own UnavailableError too: the client learns what is down and when to retry.
+        if (error instanceof GatewayError && !(error instanceof UnavailableError)) throw error;
         throw new UnavailableError("the key store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
       }
       if (key && key.deletedAt === null) cache.set(hash, { key, until: now + config.cache_ttl_ms });

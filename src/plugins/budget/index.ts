@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { planReservation, type ReservationPlan, type WorstCase } from "./reservation.ts";
 import { t } from "elysia";
-import { InvalidRequestError } from "../../core/errors.ts";
+import { InvalidRequestError, UnavailableError } from "../../core/errors.ts";
 import { usdToNano } from "../../core/money.ts";
 import type { Funds, PlanCycle } from "../storage/repository.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits } from "./plans.ts";
@@ -63,7 +63,7 @@ export default definePlugin({
           modelMaxOutput: model.max_output_tokens,
         };
         const now = host.now();
-        const cycle = Object.keys(config.plans).length > 0 ? await activePlan(key.accountId, now) : null;
+        const cycle = Object.keys(config.plans).length > 0 ? await activePlan(key.accountId, now).catch(storeDown) : null;
         const plan = cycle ? config.plans[cycle.plan] : undefined;
         const limits = plan ? planLimits(plan, now) : undefined;
         let outputCap: number | undefined;
@@ -89,7 +89,7 @@ export default definePlugin({
           }
           outputCap = reservation.outputCap;
           return reservation.amount;
-        });
+        }).catch(storeDown);
         ctx.upstreamOutputCap = outputCap;
         ctx.log.reserved_nano = held;
       },
@@ -146,6 +146,20 @@ export default definePlugin({
     };
   },
 });
+
+/**
+ * No reservation without the store: the request fails closed with a 503 that says so and when to
+ * retry (the store's own error says only "storage unavailable"). Refusals of the decision pass as they are.
+ */
+function storeDown(error: unknown): never {
+  if (error instanceof UnavailableError) {
+    throw new UnavailableError(
+      "the balance cannot be checked: the account store is briefly unavailable, so the request was not sent and nothing was charged; retry in a few seconds",
+      { headers: { "retry-after": "2" }, cause: error },
+    );
+  }
+  throw error;
+}
 
 /** A smaller output cap that fits the funds given, or undefined when even one token does not. */
 function fitWithin(worst: WorstCase, funds: Funds): ReservationPlan | undefined {
