@@ -73,7 +73,9 @@ export class Pipeline implements Gateway {
       ctx.request = ingress.decodeRequest(ctx.body);
       for (const stage of this.requestStages) {
         reached++;
-        if (stage.instance.onRequest) await stage.instance.onRequest(ctx);
+        // Most hooks are synchronous: await only a promise (each await costs a microtask turn).
+        const pending = stage.instance.onRequest?.(ctx);
+        if (pending) await pending;
       }
       const upstream = await this.callUpstream(ctx);
       if (ctx.request.stream) {
@@ -120,7 +122,10 @@ export class Pipeline implements Gateway {
     const format = provider.formats.includes(ctx.ingress) ? ctx.ingress : provider.formats[0]!;
     if (crossesFormats(ctx, format)) assertTranslatable(ctx.ingress, format, ctx.request.model);
     ctx.upstreamBody = provider.buildBody(ctx, format);
-    for (const stage of this.upstreamHooks) await stage.instance.onUpstreamRequest!(ctx);
+    for (const stage of this.upstreamHooks) {
+      const pending = stage.instance.onUpstreamRequest!(ctx);
+      if (pending) await pending;
+    }
     let response: Response;
     try {
       response = await provider.send(ctx, ctx.upstreamBody, format);
@@ -146,7 +151,10 @@ export class Pipeline implements Gateway {
     const { usage, id } = translated ?? format.readResponse(body);
     ctx.usage = usage;
     ctx.responseId = id;
-    for (const stage of this.responseHooks) await stage.instance.onResponse!(ctx);
+    for (const stage of this.responseHooks) {
+      const pending = stage.instance.onResponse!(ctx);
+      if (pending) await pending;
+    }
     const relayed = translated ? ctx.ingress.translation!.encodeResponse(translated, ctx) : format.relayResponse(body, ctx);
     await this.complete(ctx, { status: "success" }, reached);
     const headers = { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId, "content-type": "application/json" };
@@ -246,7 +254,8 @@ export class Pipeline implements Gateway {
       const stage = this.requestStages[index]!;
       if (!stage.instance.onComplete) continue;
       try {
-        await stage.instance.onComplete(ctx, outcome);
+        const pending = stage.instance.onComplete(ctx, outcome);
+        if (pending) await pending;
       } catch (error) {
         this.log.error("onComplete failed", { plugin: stage.name, request_id: ctx.requestId, error: String(error) });
       }

@@ -2,6 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { AuthenticationError, GatewayError, PermissionError, UnavailableError } from "../../core/errors.ts";
 import type { ApiKey } from "../storage/repository.ts";
+import type { GatewayContext } from "../../core/context.ts";
 import type { AuthService, Principal } from "./principal.ts";
 import { hashApiKey } from "./keys.ts";
 
@@ -17,10 +18,15 @@ export default definePlugin({
     const store = host.service("storage");
     const cache = new Map<string, { key: ApiKey; until: number }>();
 
-    async function lookup(hash: string): Promise<ApiKey | null> {
-      const now = Date.now();
+    /** A cached key answers synchronously (the hot path); a miss reads the store. */
+    function lookup(hash: string): ApiKey | Promise<ApiKey | null> {
       const cached = cache.get(hash);
-      if (cached && cached.until > now) return cached.key;
+      if (cached && cached.until > Date.now()) return cached.key;
+      return load(hash);
+    }
+
+    async function load(hash: string): Promise<ApiKey | null> {
+      const now = Date.now();
       let key: ApiKey | null;
       try {
         key = await store.findKeyByHash(hash);
@@ -35,17 +41,13 @@ export default definePlugin({
     }
 
     const auth: AuthService = {
-      async authenticate(headers: Headers): Promise<Principal> {
+      authenticate(headers: Headers): Principal | Promise<Principal> {
         const presented = presentedKey(headers);
         if (!presented) {
           throw new AuthenticationError("missing API key: send `Authorization: Bearer <API_KEY>` or `x-api-key: <API_KEY>`");
         }
-        const key = await lookup(hashApiKey(presented));
-        if (!key) throw new AuthenticationError("invalid API key");
-        if (key.deletedAt !== null) throw new AuthenticationError("this API key was deleted");
-        if (key.expiresAt !== null && key.expiresAt <= Date.now()) throw new AuthenticationError("this API key has expired");
-        if (key.blocked) throw new PermissionError("this API key is blocked");
-        return { accountId: key.accountId, key };
+        const key = lookup(hashApiKey(presented));
+        return key instanceof Promise ? key.then(admit) : admit(key);
       },
       forget(keyHash: string) {
         cache.delete(keyHash);
@@ -54,14 +56,29 @@ export default definePlugin({
 
     return {
       provides: auth,
-      async onRequest(ctx) {
-        ctx.principal = await auth.authenticate(ctx.headers);
-        ctx.log.key_id = ctx.principal.key.id;
-        ctx.log.account_id = ctx.principal.accountId;
+      onRequest(ctx) {
+        const principal = auth.authenticate(ctx.headers);
+        if (principal instanceof Promise) return principal.then((found) => identify(ctx, found));
+        identify(ctx, principal);
       },
     };
   },
 });
+
+/** The caller of a known key, or the 401/403 that says why not. */
+function admit(key: ApiKey | null): Principal {
+  if (!key) throw new AuthenticationError("invalid API key");
+  if (key.deletedAt !== null) throw new AuthenticationError("this API key was deleted");
+  if (key.expiresAt !== null && key.expiresAt <= Date.now()) throw new AuthenticationError("this API key has expired");
+  if (key.blocked) throw new PermissionError("this API key is blocked");
+  return { accountId: key.accountId, key };
+}
+
+function identify(ctx: GatewayContext, principal: Principal): void {
+  ctx.principal = principal;
+  ctx.log.key_id = principal.key.id;
+  ctx.log.account_id = principal.accountId;
+}
 
 /** The key from `Authorization: Bearer` or `x-api-key`. */
 function presentedKey(headers: Headers): string | null {

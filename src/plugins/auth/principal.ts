@@ -9,7 +9,7 @@ export interface Principal {
 /** What the auth plugin offers other plugins (`host.service("auth")`). */
 export interface AuthService {
   /** Verifies `Authorization: Bearer` or `x-api-key`; throws AuthenticationError (401). */
-  authenticate(headers: Headers): Promise<Principal>;
+  authenticate(headers: Headers): Principal | Promise<Principal>;
   /** Drops a key from the cache so its next use re-reads the store (revocation). */
   forget(keyHash: string): void;
 }

@@ -126,9 +126,9 @@ export default definePlugin({
           },
         );
       },
-      async onComplete(ctx) {
+      onComplete(ctx) {
         // Metered requests release their hold in the transaction that writes their debit.
-        if (!ctx.metered) await store.releaseReservation(ctx.requestId);
+        if (!ctx.metered) return store.releaseReservation(ctx.requestId);
       },
       async close() {
         clearInterval(timer);
