@@ -3,7 +3,7 @@ import autocannon from "autocannon";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
-import { percentile } from "./stream-client.ts";
+import { percentile, streamLoop } from "./stream-client.ts";
 
 export const ROOT = resolve(import.meta.dir, "..");
 export const BUN = process.execPath;
@@ -112,6 +112,12 @@ export function gatewayEnv(port: number, databasePath: string, upstreamUrl: stri
     GATEWAY_SANDBOX: "false",
     OPENAI_BASE_URL: `${upstreamUrl}/v1`,
     OPENAI_API_KEY: UPSTREAM_KEY,
+    // Anthropic-family models (cross-format case) go to the same fake upstream's /v1/messages.
+    ANTHROPIC_BASE_URL: upstreamUrl,
+    ANTHROPIC_API_KEY: UPSTREAM_KEY,
+    // The rate-limit plugin counts in memory unless a case asks for Redis (REDIS_URL in `extra`): a REDIS_URL
+    // in the bench's own environment is for the plugins case only, never silently for every gateway.
+    REDIS_URL: "",
     ...extra,
   };
 }
@@ -141,12 +147,15 @@ export async function adminCall(base: string, method: string, path: string, body
   return JSON.parse(text);
 }
 
-/** An account with 1,000,000 USD of card credit and a key on it, through the admin API. */
-export async function provisionKey(gatewayUrl: string): Promise<string> {
+/**
+ * An account with 1,000,000 USD of card credit and a key on it, through the admin API. `keyOptions` go into the
+ * key's creation body (e.g. `{ limit, rate_limit: { requests_per_minute, tokens_per_minute } }`).
+ */
+export async function provisionKey(gatewayUrl: string, keyOptions: Record<string, unknown> = {}): Promise<string> {
   const account = await adminCall(gatewayUrl, "POST", "/admin/v1/accounts", { name: "bench" });
   const accountId = account.data.id as string;
   await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/credits`, { amount: 1_000_000, kind: "card", reference: `bench-${crypto.randomUUID()}` });
-  const key = await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/keys`, { name: "bench" });
+  const key = await adminCall(gatewayUrl, "POST", `/admin/v1/accounts/${accountId}/keys`, { name: "bench", ...keyOptions });
   return key.data.key as string;
 }
 
@@ -164,9 +173,20 @@ export function rssMb(pid: number): number {
 // ------------------------------------------------------------------------------------------------
 
 export interface Target {
-  name: "upstream" | "bare" | "gateway";
+  /** upstream, bare, gateway, portkey, or a case's own label. */
+  name: string;
   url: string;
   key: string;
+  /** Request path (default /v1/chat/completions). */
+  path?: string;
+  /** Request headers (default `authorization: Bearer <key>` and a JSON content type). */
+  headers?: Record<string, string>;
+  /** What a complete stream ends with (default `data: [DONE]`). */
+  endMarker?: string;
+}
+
+function requestHeaders(target: Target): Record<string, string> {
+  return target.headers ?? { authorization: `Bearer ${target.key}`, "content-type": "application/json" };
 }
 
 export interface NonStreamFigures {
@@ -180,12 +200,22 @@ export interface NonStreamFigures {
   timeouts: number;
 }
 
-export async function cannon(target: Target, body: string, connections: number, durationMs: number): Promise<NonStreamFigures> {
+/** One autocannon run's raw figures: every response time (float ms), so several runs can be pooled. */
+export interface CannonRun {
+  latencies: number[];
+  ok: number;
+  durationS: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+
+export async function cannonRun(target: Target, body: string, connections: number, durationMs: number): Promise<CannonRun> {
   const latencies: number[] = [];
   const instance = autocannon({
-    url: `${target.url}/v1/chat/completions`,
+    url: `${target.url}${target.path ?? "/v1/chat/completions"}`,
     method: "POST",
-    headers: { authorization: `Bearer ${target.key}`, "content-type": "application/json" },
+    headers: requestHeaders(target),
     body,
     connections,
     duration: durationMs / 1000,
@@ -195,15 +225,94 @@ export async function cannon(target: Target, body: string, connections: number, 
     latencies.push(responseTime);
   });
   const result = await instance;
-  latencies.sort((a, b) => a - b);
+  return { latencies, ok: result["2xx"], durationS: result.duration, non2xx: result.non2xx, errors: result.errors, timeouts: result.timeouts };
+}
+
+/** Pools runs: req/s = all 2xx ÷ all the time measured; percentiles over every response. */
+export function poolRuns(runs: CannonRun[]): NonStreamFigures {
+  const latencies = runs.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  const ok = runs.reduce((s, r) => s + r.ok, 0);
+  const durationS = runs.reduce((s, r) => s + r.durationS, 0);
   return {
-    rps: result["2xx"] / result.duration,
+    rps: ok / durationS,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
     mean: latencies.reduce((s, v) => s + v, 0) / Math.max(1, latencies.length),
-    requests: result["2xx"],
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
+    requests: ok,
+    non2xx: runs.reduce((s, r) => s + r.non2xx, 0),
+    errors: runs.reduce((s, r) => s + r.errors, 0),
+    timeouts: runs.reduce((s, r) => s + r.timeouts, 0),
   };
+}
+
+export async function cannon(target: Target, body: string, connections: number, durationMs: number): Promise<NonStreamFigures> {
+  return poolRuns([await cannonRun(target, body, connections, durationMs)]);
+}
+
+export interface StreamFigures {
+  streamsPerSec: number;
+  completed: number;
+  errors: number;
+  firstError: string | null;
+  ttfbP50: number;
+  ttfbP99: number;
+  ttlbP50: number;
+  ttlbP99: number;
+}
+
+/** `concurrency` fetch workers streaming back to back for `durationMs`; only complete 200 streams count. */
+export async function streams(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamFigures> {
+  const { samples, elapsedMs } = await streamLoop({
+    url: `${target.url}${target.path ?? "/v1/chat/completions"}`,
+    key: target.key,
+    headers: requestHeaders(target),
+    endMarker: target.endMarker,
+    body,
+    concurrency,
+    durationMs,
+  });
+  const ok = samples.filter((s) => s.ok);
+  const ttfb = ok.map((s) => s.ttfb).sort((a, b) => a - b);
+  const ttlb = ok.map((s) => s.ttlb).sort((a, b) => a - b);
+  return {
+    streamsPerSec: ok.length / (elapsedMs / 1000),
+    completed: ok.length,
+    errors: samples.length - ok.length,
+    firstError: samples.find((s) => !s.ok)?.error ?? null,
+    ttfbP50: percentile(ttfb, 50),
+    ttfbP99: percentile(ttfb, 99),
+    ttlbP50: percentile(ttlb, 50),
+    ttlbP99: percentile(ttlb, 99),
+  };
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output
+// ------------------------------------------------------------------------------------------------
+
+export const f = (value: number | null | undefined, digits = 2) => (value === null || value === undefined || Number.isNaN(value) ? "-" : value.toFixed(digits));
+export const fInt = (value: number) => (Number.isNaN(value) ? "-" : Math.round(value).toLocaleString("en-US"));
+export const signed = (value: number, digits = 2) => (Number.isNaN(value) ? "-" : (value >= 0 ? "+" : "") + value.toFixed(digits));
+/** A relative change as a signed percentage, e.g. -4.2%. */
+export const pct = (ratio: number, digits = 1) => (Number.isNaN(ratio) ? "-" : signed((ratio - 1) * 100, digits) + "%");
+
+/** Columns before `left` are left-aligned, the others right-aligned. */
+export function table(title: string, header: string[], rows: string[][], left = 2): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+  console.log(`\n${title}`);
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const row of rows) console.log(line(row));
+}
+
+export function log(message: string): void {
+  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
+}
+
+export interface Goal {
+  goal: string;
+  value: string;
+  /** null: reported, no pass/fail. */
+  pass: boolean | null;
 }

@@ -4,6 +4,10 @@
  *   bun bench/profile.ts                 # non-streaming chat completions at c=64 for 5 s
  *   bun bench/profile.ts --stream        # streaming instead
  *   bun bench/profile.ts --duration 10 --concurrency 64
+ *   bun bench/profile.ts --stream --words 120   # a 120-word answer (one chunk per word) instead of the default one
+ *   bun bench/profile.ts --stream --model claude-sonnet-5-5   # a chat client on an Anthropic model (translated)
+ *   bun bench/profile.ts --key-limits    # the key of the plugins case (RPM/TPM 10,000,000, key budget)
+ *   REDIS_URL=redis://127.0.0.1:6379 bun bench/profile.ts --key-limits   # rate limits counted in Redis
  *
  * Starts the fake upstream and `bun --cpu-prof src/index.ts`, drives the load, stops the gateway (the profile is
  * written on exit) and prints the heaviest functions (self time), files and the gateway's own functions
@@ -13,6 +17,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { chatBody, streamLoop } from "./stream-client.ts";
+import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
 import {
   BUN,
   ROOT,
@@ -119,6 +124,15 @@ async function main() {
   const durationMs = Number(arg("--duration") ?? 5) * 1000;
   const concurrency = Number(arg("--concurrency") ?? 64);
   const top = Number(arg("--top") ?? 25);
+  const keyLimits = args.includes("--key-limits");
+  const words = Number(arg("--words") ?? 0);
+  const model = arg("--model");
+  const body = (stream: boolean) => {
+    const json = JSON.parse(chatBody({ stream, content }));
+    if (model) json.model = model;
+    return JSON.stringify(json);
+  };
+  const content = words > 0 ? `Say hello in five words. [[fake ${JSON.stringify({ text: Array.from({ length: words }, () => "word").join(" ") })}]]` : undefined;
   const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
   const profileDir = join(ROOT, "bench", "profiles");
   mkdirSync(profileDir, { recursive: true });
@@ -127,18 +141,22 @@ async function main() {
     const upstreamPort = freePort();
     const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
     await waitReady(upstream, "/v1/models", false);
-    const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, {}, [
+    // lib.ts gives every gateway REDIS_URL="" (memory): here a REDIS_URL of the environment is meant for the profile.
+    const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, { REDIS_URL: process.env.REDIS_URL ?? "" }, [
       "--cpu-prof",
       `--cpu-prof-dir=${profileDir}`,
       `--cpu-prof-name=${name}`,
     ]);
-    const key = await provisionKey(gateway.url);
+    const key = await provisionKey(
+      gateway.url,
+      keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {},
+    );
     const target = { name: "gateway" as const, url: gateway.url, key };
     console.error(`profiling the gateway: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
     if (stream) {
-      await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: chatBody({ stream: true }), concurrency, durationMs });
+      await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
     } else {
-      const figures = await cannon(target, chatBody({ stream: false }), concurrency, durationMs);
+      const figures = await cannon(target, body(false), concurrency, durationMs);
       console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);
     }
     await stopChild(gateway, 15_000); // SIGTERM: the gateway exits normally and the profile is written

@@ -1,9 +1,11 @@
 /**
  * The gateway's overhead against the upstream itself and against a bare Bun proxy, measured in one run.
  *
- *   npm run bench                      # full run (a few minutes)
+ *   npm run bench                      # full run (several minutes)
  *   npm run bench -- --quick           # smoke run: short measurements, 100k usage rows
- *   npm run bench -- --only nonstream  # one case (or a comma list): nonstream, stream, open-streams, usage
+ *   npm run bench -- --only nonstream  # one case (or a comma list): nonstream, stream, plugins, cross-format,
+ *                                      # open-streams, usage
+ *   npm run bench -- --vs portkey      # also Portkey's gateway in nonstream and stream (installed on demand)
  *
  * Prints tables and the issue's goals, writes bench/results.json. See bench/README.md.
  */
@@ -11,8 +13,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { chatBody, percentile, streamLoop, type OpenStreamsResult } from "./stream-client.ts";
+import { chatBody, percentile, type OpenStreamsResult } from "./stream-client.ts";
 import { seedUsage, type SeededUsage } from "./seed-usage.ts";
+import { runPluginsCase } from "./plugins-case.ts";
+import { runCrossFormatCase } from "./cross-format.ts";
+import { ensurePortkey, portkeyTarget, startPortkey, type PortkeyInstall } from "./portkey.ts";
 import {
   BUN,
   LIFTED_FETCH_CAP,
@@ -20,21 +25,29 @@ import {
   UPSTREAM_KEY,
   cannon,
   children,
+  f,
+  fInt,
   installCleanup,
+  log,
   provisionKey,
   rssMb,
+  signed,
   spawnChild,
   startGatewayProcess,
   stopAll,
   stopChild,
+  streams,
+  table,
   waitReady,
   freePort,
   type Child,
+  type Goal,
   type NonStreamFigures,
+  type StreamFigures,
   type Target,
 } from "./lib.ts";
 
-const CASES = ["nonstream", "stream", "open-streams", "usage"] as const;
+const CASES = ["nonstream", "stream", "plugins", "cross-format", "open-streams", "usage"] as const;
 type CaseName = (typeof CASES)[number];
 
 // ------------------------------------------------------------------------------------------------
@@ -46,9 +59,10 @@ function parseArgs(argv: string[]) {
   const keep = argv.includes("--keep");
   if (argv.includes("--help") || argv.includes("-h")) {
     console.log(
-      "usage: bun bench/run.ts [--quick] [--only nonstream,stream,open-streams,usage] [--duration SECONDS] [--rows N] [--keep]\n" +
+      "usage: bun bench/run.ts [--quick] [--only nonstream,stream,plugins,cross-format,open-streams,usage] [--vs portkey] [--duration SECONDS] [--rows N] [--keep]\n" +
         "  --quick     short measurements and 100k usage rows (smoke run)\n" +
         "  --only      run only these cases (comma list, or repeat the flag)\n" +
+        "  --vs        portkey: also measure Portkey's gateway in nonstream and stream (npm-installed into bench/.portkey/)\n" +
         "  --duration  seconds per throughput/latency measurement (default 5, quick 1.5)\n" +
         "  --rows      generation rows for the usage case (default 1,000,000, quick 100,000)\n" +
         "  --keep      keep the temporary directory (databases) at the end",
@@ -56,6 +70,7 @@ function parseArgs(argv: string[]) {
     process.exit(0);
   }
   const only = new Set<CaseName>();
+  const vs = new Set<string>();
   let duration: number | undefined;
   let rows: number | undefined;
   for (let i = 0; i < argv.length; i++) {
@@ -70,6 +85,11 @@ function parseArgs(argv: string[]) {
         if (!(CASES as readonly string[]).includes(name)) throw new Error(`unknown case "${name}"; cases: ${CASES.join(", ")}`);
         only.add(name as CaseName);
       }
+    } else if (a === "--vs" || a.startsWith("--vs=")) {
+      for (const name of value().split(",").map((s) => s.trim()).filter(Boolean)) {
+        if (name !== "portkey") throw new Error(`unknown --vs "${name}"; known: portkey`);
+        vs.add(name);
+      }
     } else if (a === "--duration" || a.startsWith("--duration=")) duration = Number(value());
     else if (a === "--rows" || a.startsWith("--rows=")) rows = Number(value());
   }
@@ -77,6 +97,9 @@ function parseArgs(argv: string[]) {
     quick,
     keep,
     cases: only.size > 0 ? CASES.filter((c) => only.has(c)) : [...CASES],
+    portkey: vs.has("portkey"),
+    /** Interleaved rounds per gateway in the plugins case, each half a measurement (same total time as 2 measurements). */
+    pluginRounds: quick ? 2 : 4,
     measureMs: Math.round((duration ?? (quick ? 1.5 : 5)) * 1000),
     warmupMs: quick ? 500 : 1500,
     openStreams: { n: 1000, chunkDelayMs: quick ? 150 : 500 },
@@ -86,33 +109,7 @@ function parseArgs(argv: string[]) {
 }
 
 
-interface StreamFigures {
-  streamsPerSec: number;
-  completed: number;
-  errors: number;
-  firstError: string | null;
-  ttfbP50: number;
-  ttfbP99: number;
-  ttlbP50: number;
-  ttlbP99: number;
-}
-
-async function streams(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamFigures> {
-  const { samples, elapsedMs } = await streamLoop({ url: `${target.url}/v1/chat/completions`, key: target.key, body, concurrency, durationMs });
-  const ok = samples.filter((s) => s.ok);
-  const ttfb = ok.map((s) => s.ttfb).sort((a, b) => a - b);
-  const ttlb = ok.map((s) => s.ttlb).sort((a, b) => a - b);
-  return {
-    streamsPerSec: ok.length / (elapsedMs / 1000),
-    completed: ok.length,
-    errors: samples.length - ok.length,
-    firstError: samples.find((s) => !s.ok)?.error ?? null,
-    ttfbP50: percentile(ttfb, 50),
-    ttfbP99: percentile(ttfb, 99),
-    ttlbP50: percentile(ttlb, 50),
-    ttlbP99: percentile(ttlb, 99),
-  };
-}
+const isProxy = (target: Target) => target.name !== "upstream" && target.name !== "bare";
 
 interface OpenStreamsFigures extends OpenStreamsResult {
   target: string;
@@ -200,34 +197,6 @@ async function usageLatency(gatewayUrl: string, key: string, scope: "account" | 
 }
 
 // ------------------------------------------------------------------------------------------------
-// Output
-// ------------------------------------------------------------------------------------------------
-
-const f = (value: number | null | undefined, digits = 2) => (value === null || value === undefined || Number.isNaN(value) ? "-" : value.toFixed(digits));
-const fInt = (value: number) => (Number.isNaN(value) ? "-" : Math.round(value).toLocaleString("en-US"));
-const signed = (value: number, digits = 2) => (Number.isNaN(value) ? "-" : (value >= 0 ? "+" : "") + value.toFixed(digits));
-
-/** Columns before `left` are left-aligned, the others right-aligned. */
-function table(title: string, header: string[], rows: string[][], left = 2): void {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i < left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
-  console.log(`\n${title}`);
-  console.log(line(header));
-  console.log(widths.map((w) => "-".repeat(w)).join("  "));
-  for (const row of rows) console.log(line(row));
-}
-
-function log(message: string): void {
-  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
-}
-
-interface Goal {
-  goal: string;
-  value: string;
-  pass: boolean | null;
-}
-
-// ------------------------------------------------------------------------------------------------
 // Main
 // ------------------------------------------------------------------------------------------------
 
@@ -244,14 +213,23 @@ async function main() {
     cpu_model: cpus()[0]?.model ?? null,
     platform: `${process.platform}-${process.arch}`,
     quick: options.quick,
-    settings: { measure_ms: options.measureMs, warmup_ms: options.warmupMs, open_streams: options.openStreams, usage_rows: options.usageRows, usage_requests: options.usageRequests },
+    settings: {
+      measure_ms: options.measureMs,
+      warmup_ms: options.warmupMs,
+      plugin_rounds: options.pluginRounds,
+      plugin_round_ms: Math.round(options.measureMs / 2),
+      open_streams: options.openStreams,
+      usage_rows: options.usageRows,
+      usage_requests: options.usageRequests,
+      vs: options.portkey ? ["portkey"] : [],
+    },
     cases: {} as Record<string, unknown>,
   };
   const cases = results.cases as Record<string, unknown>;
   const goals: Goal[] = [];
 
   try {
-    const needsProxies = runs("nonstream") || runs("stream") || runs("open-streams");
+    const needsProxies = runs("nonstream") || runs("stream") || runs("plugins") || runs("cross-format") || runs("open-streams");
     let upstream: Child | undefined;
     let bare: Child | undefined;
     let gateway: Child | undefined;
@@ -274,6 +252,27 @@ async function main() {
           { name: "gateway", url: gateway!.url, key: gatewayKey },
         ]
       : [];
+
+    // -- --vs portkey: one more target of nonstream and stream ------------------------------------
+    let portkey: PortkeyInstall | undefined;
+    if (options.portkey) {
+      if (!runs("nonstream") && !runs("stream")) log("--vs portkey applies to the nonstream and stream cases, and neither runs: ignored");
+      else {
+        const install = await ensurePortkey();
+        if ("skipped" in install) {
+          log(`SKIPPING Portkey: ${install.skipped}`);
+          results.portkey = { skipped: install.skipped };
+        } else {
+          portkey = install;
+          const child = await startPortkey(install);
+          targets.push(portkeyTarget(child, upstream!.url));
+          results.portkey = { version: install.version, hono_node_server: install.nodeServerVersion, node: install.nodeVersion, installed_now: install.installedNow };
+          log(`Portkey gateway ${install.version} on node ${install.nodeVersion} (@hono/node-server ${install.nodeServerVersion}): ${child.url} (pid ${child.proc.pid})`);
+        }
+      }
+    }
+    /** Gateway ÷ Portkey rows, filled by nonstream and stream. */
+    const vsPortkey: string[][] = [];
 
     // -- non-streaming -------------------------------------------------------------------------
     if (runs("nonstream")) {
@@ -305,8 +304,8 @@ async function main() {
             f(x.rps / up.rps),
             f(x.rps / bareF.rps),
             target.name === "upstream" ? "-" : signed(x.p50 - up.p50, 3),
-            target.name === "gateway" ? signed(x.p50 - bareF.p50, 3) : "-",
-            target.name === "gateway" ? signed(x.p99 - bareF.p99, 3) : "-",
+            isProxy(target) ? signed(x.p50 - bareF.p50, 3) : "-",
+            isProxy(target) ? signed(x.p99 - bareF.p99, 3) : "-",
             `${x.non2xx}/${x.errors}`,
           ]);
         }
@@ -320,8 +319,19 @@ async function main() {
             added_p50_ms_over_bare: gw.p50 - bareF.p50,
             added_p99_ms_over_bare: gw.p99 - bareF.p99,
             added_p50_ms_over_upstream: gw.p50 - up.p50,
+            ...(figures.portkey
+              ? {
+                  rps_gateway_over_portkey: gw.rps / figures.portkey.rps,
+                  rps_portkey_over_bare: figures.portkey.rps / bareF.rps,
+                  p50_ms_portkey_minus_gateway: figures.portkey.p50 - gw.p50,
+                }
+              : {}),
           },
         });
+        if (figures.portkey) {
+          const pk = figures.portkey;
+          vsPortkey.push([`non-streaming c=${c}`, "req/s", fInt(gw.rps), fInt(pk.rps), f(gw.rps / pk.rps, 1), "p50 ms", f(gw.p50, 3), f(pk.p50, 3), "p99 ms", f(gw.p99, 3), f(pk.p99, 3)]);
+        }
       }
       cases.nonstream = json;
       table(
@@ -337,6 +347,10 @@ async function main() {
       goals.push({ goal: "non-streaming c=64: gateway ≥ 0.8× bare proxy req/s", value: `${f(r64)}×`, pass: r64 >= 0.8 });
       goals.push({ goal: "non-streaming c=1: added p50 over bare ≤ 0.2 ms", value: `${signed(a50, 3)} ms`, pass: a50 <= 0.2 });
       goals.push({ goal: "non-streaming c=1: added p99 over bare ≤ 1 ms", value: `${signed(a99, 3)} ms`, pass: a99 <= 1 });
+      if (c64.portkey) {
+        const r = c64.gateway!.rps / c64.portkey.rps;
+        goals.push({ goal: "non-streaming c=64: gateway ≥ 10× Portkey req/s", value: `${f(r, 1)}× (${fInt(c64.gateway!.rps)} vs ${fInt(c64.portkey.rps)}); c=1: ${f(c1.gateway!.rps / c1.portkey!.rps, 1)}×`, pass: r >= 10 });
+      }
       const bad = Object.values(byConcurrency).flatMap((fs) => Object.entries(fs)).filter(([, x]) => x.non2xx > 0 || x.errors > 0);
       if (bad.length > 0) log(`WARNING: non-2xx or errors: ${bad.map(([n, x]) => `${n} non2xx=${x.non2xx} errors=${x.errors}`).join("; ")}`);
     }
@@ -373,8 +387,8 @@ async function main() {
             f(x.ttlbP99, 3),
             f(x.streamsPerSec / up.streamsPerSec),
             f(x.streamsPerSec / bareF.streamsPerSec),
-            target.name === "gateway" ? signed(x.ttfbP50 - bareF.ttfbP50, 3) : "-",
-            target.name === "gateway" ? signed(x.ttlbP99 - bareF.ttlbP99, 3) : "-",
+            isProxy(target) ? signed(x.ttfbP50 - bareF.ttfbP50, 3) : "-",
+            isProxy(target) ? signed(x.ttlbP99 - bareF.ttlbP99, 3) : "-",
             String(x.errors),
           ]);
         }
@@ -388,8 +402,19 @@ async function main() {
             added_ttfb_p99_ms_over_bare: gw.ttfbP99 - bareF.ttfbP99,
             added_ttlb_p50_ms_over_bare: gw.ttlbP50 - bareF.ttlbP50,
             added_ttlb_p99_ms_over_bare: gw.ttlbP99 - bareF.ttlbP99,
+            ...(figures.portkey
+              ? {
+                  streams_gateway_over_portkey: gw.streamsPerSec / figures.portkey.streamsPerSec,
+                  streams_portkey_over_bare: figures.portkey.streamsPerSec / bareF.streamsPerSec,
+                  ttfb_p50_ms_portkey_minus_gateway: figures.portkey.ttfbP50 - gw.ttfbP50,
+                }
+              : {}),
           },
         });
+        if (figures.portkey) {
+          const pk = figures.portkey;
+          vsPortkey.push([`streaming c=${c}`, "streams/s", fInt(gw.streamsPerSec), fInt(pk.streamsPerSec), f(gw.streamsPerSec / pk.streamsPerSec, 1), "TTFB p50 ms", f(gw.ttfbP50, 3), f(pk.ttfbP50, 3), "TTLB p99 ms", f(gw.ttlbP99, 3), f(pk.ttlbP99, 3)]);
+        }
       }
       cases.stream = json;
       table(
@@ -403,6 +428,33 @@ async function main() {
       const ttfb = c1.gateway!.ttfbP50 - c1.bare!.ttfbP50;
       goals.push({ goal: "streaming c=64: gateway ≥ 0.8× bare proxy streams/s", value: `${f(r64)}×`, pass: r64 >= 0.8 });
       goals.push({ goal: "streaming c=1: added TTFB p50 over bare ≤ 0.5 ms", value: `${signed(ttfb, 3)} ms`, pass: ttfb <= 0.5 });
+      if (c64.portkey) {
+        const r = c64.gateway!.streamsPerSec / c64.portkey.streamsPerSec;
+        goals.push({ goal: "streaming c=64: gateway ≥ 10× Portkey streams/s", value: `${f(r, 1)}× (${fInt(c64.gateway!.streamsPerSec)} vs ${fInt(c64.portkey.streamsPerSec)}); c=1: ${f(c1.gateway!.streamsPerSec / c1.portkey!.streamsPerSec, 1)}×`, pass: r >= 10 });
+      }
+    }
+
+    if (vsPortkey.length > 0) {
+      table(
+        `Gateway vs Portkey ${portkey!.version} (node ${portkey!.nodeVersion}), same fake upstream, same run`,
+        ["case", "throughput", "gateway", "portkey", "gateway ÷ portkey", "latency", "gateway", "portkey", "latency", "gateway", "portkey"],
+        vsPortkey,
+      );
+    }
+
+    // -- budget + rate-limit on vs off ----------------------------------------------------------
+    if (runs("plugins")) {
+      const redisUrl = process.env.REDIS_URL || undefined;
+      const { json, goals: g } = await runPluginsCase({ tmp, upstream: upstream!, bare: bare!, measureMs: options.measureMs, warmupMs: options.warmupMs, rounds: options.pluginRounds, roundMs: Math.round(options.measureMs / 2), redisUrl });
+      cases.plugins = json;
+      goals.push(...g);
+    }
+
+    // -- streaming across wire formats --------------------------------------------------------------
+    if (runs("cross-format")) {
+      const { json, goals: g } = await runCrossFormatCase({ upstream: upstream!, bare: bare!, gateway: gateway!, gatewayKey, measureMs: options.measureMs, warmupMs: options.warmupMs });
+      cases.cross_format = json;
+      goals.push(...g);
     }
 
     // -- 1,000 open streams ----------------------------------------------------------------------
@@ -455,7 +507,7 @@ async function main() {
     }
 
     // The proxies are not needed for the usage case: free the cores.
-    for (const child of [gateway, bare, upstream]) if (child) await stopChild(child);
+    for (const child of [...children]) await stopChild(child);
 
     // -- /v1/usage over 92 days ------------------------------------------------------------------
     if (runs("usage")) {

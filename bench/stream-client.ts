@@ -20,17 +20,24 @@ export interface StreamSample {
   /** Time to last byte (end of body), ms from start. */
   ttlb: number;
   bytes: number;
-  /** The body ended with the SSE terminator "data: [DONE]". */
+  /** The body ended with the stream's terminator (`data: [DONE]`, or `message_stop` for Messages). */
   sawDone: boolean;
   error?: string;
 }
 
-const DONE = new TextEncoder().encode("data: [DONE]");
+/** What a complete OpenAI chat stream ends with. Anthropic Messages streams end with MESSAGES_END. */
+export const CHAT_END = "data: [DONE]";
+export const MESSAGES_END = '"type":"message_stop"}';
+const TAIL_BYTES = 64;
 
-function endsWithDone(tail: Uint8Array): boolean {
-  // The stream ends with "data: [DONE]\n\n": look for the marker in the last bytes.
-  outer: for (let i = Math.max(0, tail.length - DONE.length - 8); i <= tail.length - DONE.length; i++) {
-    for (let j = 0; j < DONE.length; j++) if (tail[i + j] !== DONE[j]) continue outer;
+const markers = new Map<string, Uint8Array>();
+
+/** The stream ends with `marker` (followed by at most a few bytes of SSE framing). */
+function endsWithMarker(tail: Uint8Array, marker: string): boolean {
+  let bytes = markers.get(marker);
+  if (!bytes) markers.set(marker, (bytes = new TextEncoder().encode(marker)));
+  outer: for (let i = Math.max(0, tail.length - bytes.length - 8); i <= tail.length - bytes.length; i++) {
+    for (let j = 0; j < bytes.length; j++) if (tail[i + j] !== bytes[j]) continue outer;
     return true;
   }
   return false;
@@ -46,15 +53,24 @@ export function chatBody(options: { stream: boolean; content?: string; chunkDela
   });
 }
 
-export async function oneStream(url: string, key: string, body: string, timeoutMs = 120_000): Promise<StreamSample> {
+export interface StreamOptions {
+  /** Request headers; default `authorization: Bearer <key>` and a JSON content type. */
+  headers?: Record<string, string>;
+  /** What a complete stream ends with (default CHAT_END). */
+  endMarker?: string;
+  timeoutMs?: number;
+}
+
+export async function oneStream(url: string, key: string, body: string, options: StreamOptions = {}): Promise<StreamSample> {
   const start = performance.now();
   const sample: StreamSample = { ok: false, status: 0, start, ttfb: Number.NaN, ttlb: Number.NaN, bytes: 0, sawDone: false };
+  const endMarker = options.endMarker ?? CHAT_END;
   try {
     const response = await fetch(url, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      headers: options.headers ?? { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body,
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: AbortSignal.timeout(options.timeoutMs ?? 120_000),
     });
     sample.status = response.status;
     const reader = response.body!.getReader();
@@ -65,12 +81,15 @@ export async function oneStream(url: string, key: string, body: string, timeoutM
       if (value.length === 0) continue;
       if (sample.bytes === 0) sample.ttfb = performance.now() - start;
       sample.bytes += value.length;
-      tail = value.length >= 32 ? value.subarray(value.length - 32) : concat(tail, value).subarray(-32);
+      tail = value.length >= TAIL_BYTES ? value.subarray(value.length - TAIL_BYTES) : concat(tail, value).subarray(-TAIL_BYTES);
     }
     sample.ttlb = performance.now() - start;
-    sample.sawDone = endsWithDone(tail);
+    sample.sawDone = endsWithMarker(tail, endMarker);
     sample.ok = response.status === 200 && sample.sawDone;
-    if (!sample.ok && !sample.error) sample.error = `status ${response.status}${sample.sawDone ? "" : ", no [DONE]"}`;
+    if (!sample.ok && !sample.error) {
+      const text = new TextDecoder().decode(tail);
+      sample.error = `status ${response.status}${sample.sawDone ? "" : `, no ${endMarker} at the end (…${JSON.stringify(text.slice(-40))})`}`;
+    }
   } catch (error) {
     sample.ttlb = performance.now() - start;
     sample.error = String((error as Error)?.message ?? error);
@@ -86,13 +105,13 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 }
 
 /** `concurrency` workers, each starting streams back to back until `durationMs` has passed. */
-export async function streamLoop(options: { url: string; key: string; body: string; concurrency: number; durationMs: number }) {
+export async function streamLoop(options: { url: string; key: string; body: string; concurrency: number; durationMs: number } & StreamOptions) {
   const samples: StreamSample[] = [];
   const started = performance.now();
   const deadline = started + options.durationMs;
   await Promise.all(
     Array.from({ length: options.concurrency }, async () => {
-      while (performance.now() < deadline) samples.push(await oneStream(options.url, options.key, options.body));
+      while (performance.now() < deadline) samples.push(await oneStream(options.url, options.key, options.body, options));
     }),
   );
   return { samples, elapsedMs: performance.now() - started };
