@@ -5,7 +5,10 @@ export interface SseFrame {
   data: string;
 }
 
-/** Splits an SSE byte stream into frames (events separated by a blank line; multi-line data joined). */
+/**
+ * Splits an SSE byte stream into frames (events separated by a blank line; multi-line data joined).
+ * One pass over the text: frames are cut at positions, the buffer is trimmed once per read.
+ */
 export async function* readSseFrames(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame> {
   const decoder = new TextDecoder();
   const reader = body.getReader();
@@ -15,44 +18,51 @@ export async function* readSseFrames(body: ReadableStream<Uint8Array>, signal?: 
       if (signal?.aborted) return;
       const { value, done } = await reader.read();
       if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let boundary: number;
-      while ((boundary = findBoundary(buffer)) !== -1) {
-        const block = buffer.slice(0, boundary);
-        buffer = buffer.slice(boundary + (buffer.startsWith("\r\n\r\n", boundary) ? 4 : 2));
-        const frame = parseBlock(block);
+      buffer = normalizeNewlines(buffer + decoder.decode(value, { stream: true }), false);
+      let start = 0;
+      let end: number;
+      while ((end = buffer.indexOf("\n\n", start)) !== -1) {
+        const frame = parseBlock(buffer, start, end);
+        start = end + 2;
         if (frame) yield frame;
       }
+      if (start > 0) buffer = buffer.slice(start);
     }
-    buffer += decoder.decode();
-    const tail = parseBlock(buffer);
+    buffer = normalizeNewlines(buffer + decoder.decode(), true);
+    const tail = parseBlock(buffer, 0, buffer.length);
     if (tail) yield tail;
   } finally {
     reader.releaseLock();
   }
 }
 
-function findBoundary(buffer: string): number {
-  const lf = buffer.indexOf("\n\n");
-  const crlf = buffer.indexOf("\r\n\r\n");
-  if (lf === -1) return crlf;
-  if (crlf === -1) return lf;
-  return Math.min(lf, crlf);
+/** CRLF and CR line ends as LF. A CR at the very end may be half of a CRLF: kept for the next read. */
+function normalizeNewlines(text: string, final: boolean): string {
+  if (text.indexOf("\r") === -1) return text;
+  const keep = !final && text.endsWith("\r");
+  const body = (keep ? text.slice(0, -1) : text).replace(/\r\n?/g, "\n");
+  return keep ? body + "\r" : body;
 }
 
-function parseBlock(block: string): SseFrame | null {
-  if (block.trim() === "") return null;
+/** One event from text[start, end): its `event` and its `data` lines joined; comments and other fields ignored. */
+function parseBlock(text: string, start: number, end: number): SseFrame | null {
   let event: string | undefined;
   let data: string | undefined;
-  for (const rawLine of block.split("\n")) {
-    const line = rawLine.endsWith("\r") ? rawLine.slice(0, -1) : rawLine;
-    if (line === "" || line.startsWith(":")) continue;
-    const colon = line.indexOf(":");
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    if (field === "data") data = data === undefined ? value : data + "\n" + value;
-    else if (field === "event") event = value;
+  let lineStart = start;
+  while (lineStart < end) {
+    let lineEnd = text.indexOf("\n", lineStart);
+    if (lineEnd === -1 || lineEnd > end) lineEnd = end;
+    if (lineEnd > lineStart && text.charCodeAt(lineStart) !== 58 /* ":" comment */) {
+      const colon = text.indexOf(":", lineStart);
+      const hasValue = colon !== -1 && colon < lineEnd;
+      const field = text.slice(lineStart, hasValue ? colon : lineEnd);
+      let valueStart = hasValue ? colon + 1 : lineEnd;
+      if (text.charCodeAt(valueStart) === 32 /* " " */ && valueStart < lineEnd) valueStart++;
+      const value = text.slice(valueStart, lineEnd);
+      if (field === "data") data = data === undefined ? value : data + "\n" + value;
+      else if (field === "event") event = value;
+    }
+    lineStart = lineEnd + 1;
   }
   if (data === undefined) return null;
   return event === undefined ? { data } : { event, data };

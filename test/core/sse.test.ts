@@ -1,0 +1,54 @@
+import { describe, expect, it } from "bun:test";
+import { readSseFrames, type SseFrame } from "../../src/core/sse.ts";
+
+function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
+      controller.close();
+    },
+  });
+}
+
+async function frames(chunks: string[]): Promise<SseFrame[]> {
+  const out: SseFrame[] = [];
+  for await (const frame of readSseFrames(streamOf(chunks))) out.push(frame);
+  return out;
+}
+
+describe("core/sse readSseFrames", () => {
+  it("splits data frames and keeps event names", async () => {
+    expect(await frames(['data: {"a":1}\n\nevent: ping\ndata: {}\n\ndata: [DONE]\n\n'])).toEqual([
+      { data: '{"a":1}' },
+      { event: "ping", data: "{}" },
+      { data: "[DONE]" },
+    ]);
+  });
+
+  it("joins frames cut across reads at any byte", async () => {
+    const text = 'event: message_start\ndata: {"type":"message_start"}\n\ndata: {"x":"y"}\n\n';
+    for (let cut = 1; cut < text.length; cut++) {
+      expect(await frames([text.slice(0, cut), text.slice(cut)])).toEqual([
+        { event: "message_start", data: '{"type":"message_start"}' },
+        { data: '{"x":"y"}' },
+      ]);
+    }
+  });
+
+  it("reads CRLF and CR line ends, even when a CRLF is split between reads", async () => {
+    expect(await frames(["data: 1\r", "\n\r\ndata: 2\r\n\r\n"])).toEqual([{ data: "1" }, { data: "2" }]);
+    expect(await frames(["data: 1\r\rdata: 2\r\r"])).toEqual([{ data: "1" }, { data: "2" }]);
+  });
+
+  it("joins multi-line data, skips comments and frames without data, and reads a last frame without a blank line", async () => {
+    expect(await frames([": keep-alive\n\ndata: a\ndata: b\nid: 7\n\nevent: x\n\ndata:tail"])).toEqual([{ data: "a\nb" }, { data: "tail" }]);
+  });
+
+  it("keeps many frames of one read in order", async () => {
+    const many = Array.from({ length: 500 }, (_, i) => `data: ${i}\n\n`).join("");
+    const got = await frames([many]);
+    expect(got.length).toBe(500);
+    expect(got[499]).toEqual({ data: "499" });
+  });
+});
