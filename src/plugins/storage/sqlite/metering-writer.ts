@@ -51,8 +51,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
         outputCost: p("outputCost"),
         totalCost: p("totalCost"),
       })
-      .onConflictDoNothing({ target: generations.id })
-      .returning({ id: generations.id }),
+      .onConflictDoNothing({ target: generations.id }),
   );
 
   const insertDebit = compile(
@@ -130,8 +129,8 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
     const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
     for (const g of batch) {
       deleteReservation.run(g.id);
-      const inserted = insertGeneration.get({ ...g, streamInt: g.stream ? 1 : 0 });
-      if (inserted === null || inserted === undefined) continue; // already stored: metered once
+      const inserted = insertGeneration.run({ ...g, streamInt: g.stream ? 1 : 0 });
+      if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {
         insertDebit.run({
           entryId: newId("le"),

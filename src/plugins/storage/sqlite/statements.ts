@@ -37,8 +37,9 @@ export function compileStatement(client: Database, query: { toSQL(): { sql: stri
   }
   return {
     sql,
-    run(values: Values): void {
-      statement.run(...bind(values));
+    /** Runs it; the number of rows changed (0 for `insert … on conflict do nothing` that skipped). */
+    run(values: Values): number {
+      return statement.run(...bind(values)).changes;
     },
     /** First row or null (e.g. `insert … on conflict do nothing returning id`: null when skipped). */
     get(values: Values): unknown {
