@@ -12,9 +12,10 @@
  * and key (64 accounts at c=64: the multi-tenant case). Every key sits on an account with 1,000,000 USD of
  * card credit and has a 1,000,000 USD key budget and RPM/TPM limits of 10,000,000 (checked and charged on
  * every request, never reached), so each request takes the whole path: key cache, rate-limit script
- * (memory or Redis), budget reservation (row-locked transaction on Postgres), group-committed metering.
+ * (memory or Redis), budget reservation (on Postgres: the reservations of one event-loop turn decided in one
+ * row-locked transaction), group-committed metering.
  *
- *   node_modules/.bin/bun bench/scale-out.ts [--duration 5] [--warmup 1] [--connections 64] [--accounts 1,64] [--json]
+ *   node_modules/.bin/bun bench/scale-out.ts [--duration 5] [--warmup 1] [--connections 64] [--accounts 1,64] [--pool-size 20] [--json]
  *
  * Postgres: a scratch database `gw_bench_scale_<pid>_<time>` is created on POSTGRES_TEST_URL, DATABASE_URL
  * (when postgres://) or postgres://postgres@127.0.0.1:5432/postgres, and dropped at the end.
@@ -42,6 +43,8 @@ export interface ScaleOutOptions {
   redisUrl?: string;
   /** Account spreads to measure: 1 = every connection on one account and key; N = connection i on account i mod N (default [1, connections]). */
   accounts?: number[];
+  /** Postgres connections per gateway process (DATABASE_POOL_SIZE); default: the config's (20). */
+  poolSize?: number;
   /** A running fake upstream to use (e.g. bench/run.ts's); default: one is started and stopped here. */
   upstreamUrl?: string;
   /** Print the table (default true). */
@@ -74,7 +77,7 @@ export interface ScaleOutCase {
 }
 
 export interface ScaleOutResult {
-  settings: { duration_ms: number; warmup_ms: number; connections: number; accounts: number[]; model: string; cpus: number };
+  settings: { duration_ms: number; warmup_ms: number; connections: number; accounts: number[]; model: string; cpus: number; pool_size: number | null };
   cases: ScaleOutCase[];
   /** By account spread ("1", "64"). */
   ratios: Record<
@@ -285,7 +288,12 @@ export async function runScaleOut(options: ScaleOutOptions = {}): Promise<ScaleO
     } finally {
       await server.close();
     }
-    const shared = { DATABASE_URL: databaseUrl(serverUrl, dbName), REDIS_URL: redisUrl, RATE_LIMIT_REDIS_PREFIX: `gateway-scale-bench:${crypto.randomUUID().slice(0, 8)}:` };
+    const shared: Record<string, string> = {
+      DATABASE_URL: databaseUrl(serverUrl, dbName),
+      REDIS_URL: redisUrl,
+      RATE_LIMIT_REDIS_PREFIX: `gateway-scale-bench:${crypto.randomUUID().slice(0, 8)}:`,
+    };
+    if (options.poolSize !== undefined) shared.DATABASE_POOL_SIZE = String(options.poolSize);
     const first = await startGateway("gateway 1 (Postgres + Redis)", upstreamUrl, shared);
     started.push(first);
     const keys = await provisionKeys(first.url, maxAccounts);
@@ -306,7 +314,15 @@ export async function runScaleOut(options: ScaleOutOptions = {}): Promise<ScaleO
   const rps = (store: ScaleOutCase["store"], instances: number, accounts: number) =>
     cases.find((c) => c.store === store && c.instances === instances && c.accounts === accounts)?.figures.rps ?? Number.NaN;
   const result: ScaleOutResult = {
-    settings: { duration_ms: durationMs, warmup_ms: warmupMs, connections, accounts: spreads, model: "gpt-6-luna", cpus: cpus().length },
+    settings: {
+      duration_ms: durationMs,
+      warmup_ms: warmupMs,
+      connections,
+      accounts: spreads,
+      model: "gpt-6-luna",
+      cpus: cpus().length,
+      pool_size: options.poolSize ?? null,
+    },
     cases,
     ratios: Object.fromEntries(
       spreads.map((accounts) => [
@@ -359,6 +375,7 @@ if (import.meta.main) {
     warmupMs: seconds("--warmup"),
     connections: value("--connections") === undefined ? undefined : Number(value("--connections")),
     accounts: value("--accounts")?.split(",").map(Number),
+    poolSize: value("--pool-size") === undefined ? undefined : Number(value("--pool-size")),
   });
   if (args.includes("--json")) console.log(JSON.stringify(result, null, 2));
   process.exit(0);

@@ -6,6 +6,7 @@ import {
   DEFAULT_FLUSH_INTERVAL_MS,
   DEFAULT_MAX_BATCH,
   storageConfigSchema,
+  DEFAULT_POOL_SIZE,
 } from "./schema.ts";
 import { createSqliteRepository } from "./sqlite/repository.ts";
 import { createPostgresRepository } from "./postgres/repository.ts";
@@ -36,7 +37,7 @@ export default definePlugin({
       };
     }
     if (target.dialect === "postgres") {
-      return createPostgresRepository(target.url, options).then((repository) => {
+      return createPostgresRepository(target.url, { ...options, poolSize: config.pool_size ?? DEFAULT_POOL_SIZE }).then((repository) => {
         host.log.info("storage open", { dialect: "postgres", host: URL.parse(target.url)?.host });
         return instance(repository);
       });

@@ -3,6 +3,8 @@ import { Type, type Static } from "@sinclair/typebox";
 export const DEFAULT_DATABASE_URL = "sqlite:./data/gateway.db";
 export const DEFAULT_FLUSH_INTERVAL_MS = 5;
 export const DEFAULT_MAX_BATCH = 512;
+/** Connections of the Postgres store's pool (SQLite has one connection). */
+export const DEFAULT_POOL_SIZE = 20;
 
 /** The `storage` block of plugins-config.yaml. */
 export const storageConfigSchema = Type.Object(
@@ -13,6 +15,8 @@ export const storageConfigSchema = Type.Object(
     flush_interval_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 60_000, default: DEFAULT_FLUSH_INTERVAL_MS })),
     /** A queue this long is flushed at once, without waiting for the period. */
     max_batch: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: DEFAULT_MAX_BATCH })),
+    /** Postgres only: connections in the pool, per gateway process (mind the server's max_connections). */
+    pool_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, default: DEFAULT_POOL_SIZE })),
   },
   { additionalProperties: false },
 );

@@ -3,29 +3,40 @@ import type { Generation } from "../repository.ts";
 import { newId } from "../sqlite/ids.ts";
 import { spendBucketStart } from "../sqlite/metering-writer.ts";
 import { addToCounters, emptyCounters, utcDay } from "../sqlite/pending.ts";
+import { pipelinedTransaction } from "./pipeline.ts";
 
 /**
- * Each statement takes the whole batch as arrays (`unnest`), so a batch costs a fixed dozen round
- * trips, not a few per generation. Rows another transaction may also lock (accounts, keys, roll-ups)
- * are locked or upserted in key order, so two gateways' batches never deadlock; accounts before keys,
- * the order `reserve` locks them in.
+ * Each statement takes the whole batch as arrays (`unnest`), and the statements are pipelined, so a
+ * batch costs two round trips (BEGIN + reservations, generations and debits; the rest + COMMIT), not a
+ * few per generation. Rows another transaction may also lock are locked or upserted in key order, in one
+ * global order: roll-ups, spend buckets, accounts, keys. So two gateways' batches never deadlock, and
+ * accounts come before keys as in `reserve`; they come LAST, so the rows every reservation waits on
+ * are held for one round trip and the COMMIT only.
  */
-const DELETE_RESERVATIONS = `delete from reservations where id = any($1::text[])`;
-
-const INSERT_GENERATIONS = `
-insert into generations (id, response_id, account_id, key_id, model, provider, ingress, stream, status, error_code,
-  created_at, latency_ms, time_to_first_token_ms, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens,
-  reasoning_tokens, input_cost_nano, cache_read_cost_nano, cache_write_cost_nano, output_cost_nano, total_cost_nano)
-select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[],
-  $9::text[], $10::text[], $11::bigint[], $12::integer[], $13::integer[], $14::integer[], $15::integer[], $16::integer[],
-  $17::integer[], $18::integer[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[])
-on conflict (id) do nothing
-returning id`;
-
-const INSERT_DEBITS = `
-insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at)
-select e.id, e.account_id, 'usage', e.amount, e.generation_id, e.generation_id, e.created_at
-  from unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) as e(id, account_id, amount, generation_id, created_at)`;
+/**
+ * The head of the batch in ONE statement: its reservations go; its generations are inserted unless
+ * already stored (a request is metered once, a retried batch is harmless); each NEW one with a cost
+ * gets its ledger debit (ids made here, $24, one per generation). Returns the ids inserted.
+ */
+const STORE_GENERATIONS = `
+with released as (delete from reservations where id = any($1::text[])),
+stored as (
+  insert into generations (id, response_id, account_id, key_id, model, provider, ingress, stream, status, error_code,
+    created_at, latency_ms, time_to_first_token_ms, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens,
+    reasoning_tokens, input_cost_nano, cache_read_cost_nano, cache_write_cost_nano, output_cost_nano, total_cost_nano)
+  select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[],
+    $9::text[], $10::text[], $11::bigint[], $12::integer[], $13::integer[], $14::integer[], $15::integer[], $16::integer[],
+    $17::integer[], $18::integer[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[])
+  on conflict (id) do nothing
+  returning id, account_id, total_cost_nano, created_at
+),
+debits as (
+  insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at)
+  select e.entry_id, s.account_id, 'usage', -s.total_cost_nano, s.id, s.id, s.created_at
+    from stored s join unnest($1::text[], $24::text[]) as e(generation_id, entry_id) on e.generation_id = s.id
+   where s.total_cost_nano > 0
+)
+select id from stored`;
 
 const LOCK_ACCOUNTS = `select id from accounts where id = any($1::text[]) order by id for no key update`;
 const ADD_ACCOUNT_DEBITS = `
@@ -75,37 +86,39 @@ function sortedColumns(map: Map<string, number>): [string[], number[]] {
  */
 export function createMeteringWriter(client: SQL) {
   async function write(batch: readonly Generation[]): Promise<void> {
-    await client.begin(async (tx) => {
+    await pipelinedTransaction(client, async (transaction) => {
+      const tx = transaction.sql;
       const ids = batch.map((g) => g.id);
-      await tx.unsafe(DELETE_RESERVATIONS, [ids]);
-      const insertedRows: { id: string }[] = await tx.unsafe(INSERT_GENERATIONS, [
-        ids,
-        batch.map((g) => g.responseId),
-        batch.map((g) => g.accountId),
-        batch.map((g) => g.keyId),
-        batch.map((g) => g.model),
-        batch.map((g) => g.provider),
-        batch.map((g) => g.ingress),
-        batch.map((g) => g.stream),
-        batch.map((g) => g.status),
-        batch.map((g) => g.errorCode),
-        batch.map((g) => g.createdAt),
-        batch.map((g) => g.latencyMs),
-        batch.map((g) => g.timeToFirstTokenMs),
-        batch.map((g) => g.promptTokens),
-        batch.map((g) => g.completionTokens),
-        batch.map((g) => g.cachedTokens),
-        batch.map((g) => g.cacheWriteTokens),
-        batch.map((g) => g.reasoningTokens),
-        batch.map((g) => g.inputCost),
-        batch.map((g) => g.cacheReadCost),
-        batch.map((g) => g.cacheWriteCost),
-        batch.map((g) => g.outputCost),
-        batch.map((g) => g.totalCost),
-      ]);
+      const [insertedRows] = (await transaction.run([
+        tx.unsafe(STORE_GENERATIONS, [
+          ids,
+          batch.map((g) => g.responseId),
+          batch.map((g) => g.accountId),
+          batch.map((g) => g.keyId),
+          batch.map((g) => g.model),
+          batch.map((g) => g.provider),
+          batch.map((g) => g.ingress),
+          batch.map((g) => g.stream),
+          batch.map((g) => g.status),
+          batch.map((g) => g.errorCode),
+          batch.map((g) => g.createdAt),
+          batch.map((g) => g.latencyMs),
+          batch.map((g) => g.timeToFirstTokenMs),
+          batch.map((g) => g.promptTokens),
+          batch.map((g) => g.completionTokens),
+          batch.map((g) => g.cachedTokens),
+          batch.map((g) => g.cacheWriteTokens),
+          batch.map((g) => g.reasoningTokens),
+          batch.map((g) => g.inputCost),
+          batch.map((g) => g.cacheReadCost),
+          batch.map((g) => g.cacheWriteCost),
+          batch.map((g) => g.outputCost),
+          batch.map((g) => g.totalCost),
+          batch.map(() => newId("le")),
+        ]),
+      ])) as [{ id: string }[]];
       if (insertedRows.length === 0) return;
-      const inserted = new Set(insertedRows.map((row) => row.id));
-      const fresh = batch.filter((g) => inserted.has(g.id));
+      const fresh = insertedRows.length === batch.length ? batch : batch.filter((g) => inserted(insertedRows).has(g.id));
 
       const debited = fresh.filter((g) => g.totalCost > 0);
       const accountDebits = new Map<string, number>();
@@ -129,43 +142,48 @@ export function createMeteringWriter(client: SQL) {
         addToCounters(bucket, g);
       }
 
-      if (debited.length > 0) {
-        await tx.unsafe(INSERT_DEBITS, [
-          debited.map(() => newId("le")),
-          debited.map((g) => g.accountId),
-          debited.map((g) => -g.totalCost),
-          debited.map((g) => g.id),
-          debited.map((g) => g.createdAt),
-        ]);
-        const [accountIds, accountAmounts] = sortedColumns(accountDebits);
-        await tx.unsafe(LOCK_ACCOUNTS, [accountIds]);
-        await tx.unsafe(ADD_ACCOUNT_DEBITS, [accountIds, accountAmounts]);
-        const [keyIds, keyAmounts] = sortedColumns(keyUsage);
-        await tx.unsafe(LOCK_KEYS, [keyIds]);
-        await tx.unsafe(ADD_KEY_USAGE, [keyIds, keyAmounts]);
-      }
+      // Everything else and the COMMIT in one round trip, the contended rows last: the roll-ups
+      // (sorted), then the account rows (sorted) and the key rows (sorted), so the locks that the
+      // reservations of every gateway wait on are held only while the server runs the tail.
       const buckets = [...usage.values()];
-      await tx.unsafe(UPSERT_USAGE, [
-        buckets.map((b) => b.accountId),
-        buckets.map((b) => b.keyId),
-        buckets.map((b) => b.day),
-        buckets.map((b) => b.model),
-        buckets.map((b) => b.cost),
-        buckets.map((b) => b.requests),
-        buckets.map((b) => b.successfulRequests),
-        buckets.map((b) => b.failedRequests),
-        buckets.map((b) => b.promptTokens),
-        buckets.map((b) => b.completionTokens),
-        buckets.map((b) => b.cachedTokens),
-        buckets.map((b) => b.cacheWriteTokens),
-      ]);
+      const statements: PromiseLike<unknown>[] = [
+        tx.unsafe(UPSERT_USAGE, [
+          buckets.map((b) => b.accountId),
+          buckets.map((b) => b.keyId),
+          buckets.map((b) => b.day),
+          buckets.map((b) => b.model),
+          buckets.map((b) => b.cost),
+          buckets.map((b) => b.requests),
+          buckets.map((b) => b.successfulRequests),
+          buckets.map((b) => b.failedRequests),
+          buckets.map((b) => b.promptTokens),
+          buckets.map((b) => b.completionTokens),
+          buckets.map((b) => b.cachedTokens),
+          buckets.map((b) => b.cacheWriteTokens),
+        ]),
+      ];
       if (spend.size > 0) {
         const spent = [...spend.values()];
-        await tx.unsafe(UPSERT_SPEND, [spent.map((s) => s.accountId), spent.map((s) => s.bucketStart), spent.map((s) => s.cost)]);
+        statements.push(tx.unsafe(UPSERT_SPEND, [spent.map((s) => s.accountId), spent.map((s) => s.bucketStart), spent.map((s) => s.cost)]));
       }
+      if (debited.length > 0) {
+        const [accountIds, accountAmounts] = sortedColumns(accountDebits);
+        const [keyIds, keyAmounts] = sortedColumns(keyUsage);
+        statements.push(
+          tx.unsafe(LOCK_ACCOUNTS, [accountIds]),
+          tx.unsafe(ADD_ACCOUNT_DEBITS, [accountIds, accountAmounts]),
+          tx.unsafe(LOCK_KEYS, [keyIds]),
+          tx.unsafe(ADD_KEY_USAGE, [keyIds, keyAmounts]),
+        );
+      }
+      await transaction.commit(statements);
     });
   }
   return { write };
+}
+
+function inserted(rows: readonly { id: string }[]): Set<string> {
+  return new Set(rows.map((row) => row.id));
 }
 
 function usageBucket(accountId: string, keyId: string, day: string, model: string) {

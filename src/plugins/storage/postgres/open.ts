@@ -2,12 +2,13 @@ import { SQL } from "bun";
 import { fileURLToPath } from "node:url";
 import { drizzle, type BunSQLDatabase } from "drizzle-orm/bun-sql";
 import { migrate } from "drizzle-orm/bun-sql/migrator";
+import { DEFAULT_POOL_SIZE } from "../schema.ts";
 import { postgresSchema } from "./schema.ts";
 
 export type PostgresDb = BunSQLDatabase<typeof postgresSchema>;
 
 export interface OpenPostgresOptions {
-  /** Connections in the pool (default 10). */
+  /** Connections in the pool (default 20, `storage.config.pool_size`). */
   poolSize?: number;
   /** Seconds to wait for a new connection before the query fails (default 5). */
   connectTimeoutSeconds?: number;
@@ -27,7 +28,7 @@ const MIGRATION_LOCK_KEY = 0x67772d73746f72n;
 export async function openPostgres(url: string, options: OpenPostgresOptions = {}): Promise<{ client: SQL; db: PostgresDb }> {
   const client = new SQL({
     url,
-    max: Math.max(1, options.poolSize ?? 10),
+    max: Math.max(1, options.poolSize ?? DEFAULT_POOL_SIZE),
     connectionTimeout: Math.max(1, options.connectTimeoutSeconds ?? 5),
     // Idle connections are dropped, so a pool that outlived a server restart reconnects lazily.
     idleTimeout: 60,

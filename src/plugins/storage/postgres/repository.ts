@@ -285,6 +285,7 @@ export async function createPostgresRepository(url: string, options: PostgresRep
       if (closed) return;
       closed = true; // new writes are refused from here
       await commits.stop();
+      await reservations.stop();
       await client.close();
     },
   };
