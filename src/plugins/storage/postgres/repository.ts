@@ -21,6 +21,7 @@ import { createOverlayReads } from "./overlay.ts";
 import { createPostgresPlans } from "./plans.ts";
 import { createPostgresReservations } from "./reservations.ts";
 import { accounts, apiKeys, settings } from "./schema.ts";
+import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
 
 export interface PostgresRepositoryOptions extends OpenPostgresOptions {
   /** Group-commit period (default 5 ms). */
@@ -32,33 +33,6 @@ export interface PostgresRepositoryOptions extends OpenPostgresOptions {
 
 const PAID_KINDS = new Set<string>(["card", "usdt"]);
 
-function checkGeneration(g: Generation): void {
-  if (!g.id || !g.accountId || !g.keyId) throw new TypeError("generation needs id, accountId and keyId");
-  if (!Number.isSafeInteger(g.totalCost) || g.totalCost < 0) {
-    throw new RangeError(`generation ${g.id}: totalCost must be a non-negative integer (nano-USD)`);
-  }
-  if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
-}
-
-type KeyRow = typeof apiKeys.$inferSelect;
-
-function toApiKey(row: KeyRow): ApiKey {
-  return {
-    id: row.id,
-    accountId: row.accountId,
-    name: row.name,
-    keyHash: row.keyHash,
-    label: row.label,
-    limit: row.limitNano,
-    models: row.models === null ? null : (JSON.parse(row.models) as string[]),
-    requestsPerMinute: row.rpm,
-    tokensPerMinute: row.tpm,
-    expiresAt: row.expiresAt,
-    createdAt: row.createdAt,
-    deletedAt: row.deletedAt,
-    blocked: row.blocked,
-  };
-}
 
 /**
  * The multi-instance store on Postgres (Bun's built-in SQL client, drizzle's bun-sql driver):
@@ -150,7 +124,7 @@ export async function createPostgresRepository(url: string, options: PostgresRep
     createKey: (key: NewApiKey) =>
       guard(async () => {
         assertOpen();
-        const row: KeyRow = {
+        const row: ApiKeyRow & { usageNano?: number } = {
           id: key.id || newId("key"),
           accountId: key.accountId,
           name: key.name,

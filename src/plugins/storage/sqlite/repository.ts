@@ -22,6 +22,7 @@ import { createSqliteReservations } from "./reservations.ts";
 import { createSqlitePlans } from "./plans.ts";
 import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
+import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
 
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** Group-commit period (default 5 ms). */
@@ -38,33 +39,6 @@ function isUniqueViolation(error: unknown): boolean {
   return (error as Partial<SQLiteError> | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
 }
 
-function checkGeneration(g: Generation): void {
-  if (!g.id || !g.accountId || !g.keyId) throw new TypeError("generation needs id, accountId and keyId");
-  if (!Number.isSafeInteger(g.totalCost) || g.totalCost < 0) {
-    throw new RangeError(`generation ${g.id}: totalCost must be a non-negative integer (nano-USD)`);
-  }
-  if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
-}
-
-type KeyRow = typeof apiKeys.$inferSelect;
-
-function toApiKey(row: KeyRow): ApiKey {
-  return {
-    id: row.id,
-    accountId: row.accountId,
-    name: row.name,
-    keyHash: row.keyHash,
-    label: row.label,
-    limit: row.limitNano,
-    models: row.models === null ? null : (JSON.parse(row.models) as string[]),
-    requestsPerMinute: row.rpm,
-    tokensPerMinute: row.tpm,
-    expiresAt: row.expiresAt,
-    createdAt: row.createdAt,
-    deletedAt: row.deletedAt,
-    blocked: row.blocked,
-  };
-}
 
 /** The embedded SQLite store: WAL, migrations at open, group-committed metering. */
 export function createSqliteRepository(path: string, options: SqliteRepositoryOptions = {}): Repository {
@@ -185,7 +159,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       assertOpen();
       const account = db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, key.accountId)).get();
       if (account === undefined) throw new NotFoundError(`account ${key.accountId} not found`);
-      const row: KeyRow = {
+      const row: ApiKeyRow & { usageNano?: number } = {
         id: key.id || newId("key"),
         accountId: key.accountId,
         name: key.name,
