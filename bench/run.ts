@@ -17,6 +17,7 @@ import { chatBody, percentile, type OpenStreamsResult } from "./stream-client.ts
 import { seedUsage, type SeededUsage } from "./seed-usage.ts";
 import { runPluginsCase } from "./plugins-case.ts";
 import { runCrossFormatCase } from "./cross-format.ts";
+import { runScaleOut } from "./scale-out.ts";
 import { ensurePortkey, portkeyTarget, startPortkey, type PortkeyInstall } from "./portkey.ts";
 import {
   BUN,
@@ -47,7 +48,7 @@ import {
   type Target,
 } from "./lib.ts";
 
-const CASES = ["nonstream", "stream", "plugins", "cross-format", "open-streams", "usage"] as const;
+const CASES = ["nonstream", "stream", "plugins", "cross-format", "open-streams", "usage", "scale-out"] as const;
 type CaseName = (typeof CASES)[number];
 
 // ------------------------------------------------------------------------------------------------
@@ -571,6 +572,19 @@ async function main() {
         pass: worst < 50,
       });
       if (options.usageRows < 1_000_000) goals.at(-1)!.goal += " [goal is for 1M rows]";
+    }
+
+    // -- SQLite vs Postgres + Redis, one instance vs two (bench/scale-out.ts) ---------------------
+    if (runs("scale-out")) {
+      const postgresUrl =
+        process.env.POSTGRES_TEST_URL ?? (/^postgres(ql)?:\/\//.test(process.env.DATABASE_URL ?? "") ? process.env.DATABASE_URL : undefined);
+      const redisUrl = process.env.REDIS_URL;
+      if (!postgresUrl || !redisUrl) {
+        log("scale-out skipped: set DATABASE_URL (postgres://…) and REDIS_URL to compare SQLite with Postgres + Redis");
+      } else {
+        log("scale-out: SQLite vs Postgres + Redis, one instance vs two");
+        cases.scale_out = await runScaleOut({ postgresUrl, redisUrl, durationMs: options.measureMs, warmupMs: options.warmupMs, print: true });
+      }
     }
 
     if (goals.length > 0) {
