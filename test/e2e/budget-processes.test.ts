@@ -10,6 +10,7 @@ import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { countPromptTokens } from "../../src/plugins/token-count/count.ts";
 import { nanoToUsd, nanoToUsdString, usdToNano } from "../../src/core/money.ts";
 import { openSqlite } from "../../src/plugins/storage/sqlite/open.ts";
+import { freePort, waitFor } from "../helpers/processes.ts";
 
 /**
  * Budget reservations across real gateway processes sharing one SQLite file: two processes never
@@ -44,21 +45,7 @@ function exactCostRequest(label: string) {
   throw new Error("prompt bound did not converge");
 }
 
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
-async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await Bun.sleep(10);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 interface GatewayProcess {
   url: string;

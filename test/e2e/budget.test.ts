@@ -7,6 +7,7 @@ import { computeUsage } from "../fake-upstream/openai.ts";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { countPromptTokens, countTextTokens } from "../../src/plugins/token-count/count.ts";
 import { nanoToUsd, nanoToUsdString, usdToNano } from "../../src/core/money.ts";
+import { waitFor } from "../helpers/processes.ts";
 
 /**
  * Budget reservations end to end: real HTTP through the official SDK, real SQLite. A request holds
@@ -62,14 +63,6 @@ function reservationCount(): number {
   return db.query<{ n: number }, []>("select count(*) as n from reservations").get()!.n;
 }
 
-async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await Bun.sleep(5);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function noReservationsLeft(): Promise<void> {
   await waitFor(() => reservationCount() === 0, 2_000, "the reservations table to empty");

@@ -6,6 +6,7 @@ import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
 import { usdToNano } from "../../src/core/money.ts";
+import { freePort, waitFor } from "../helpers/processes.ts";
 
 // Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
 setDefaultTimeout(20_000);
@@ -17,21 +18,7 @@ const MODEL = "gpt-6-luna";
 const REQUESTS = 60;
 const CREDIT_USD = 10;
 
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
-async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await Bun.sleep(5);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 interface Outcome {
   index: number;

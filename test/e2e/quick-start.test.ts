@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { freePort } from "../helpers/processes.ts";
 
 // Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
 setDefaultTimeout(20_000);
@@ -22,12 +23,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
 interface Started {
   child: Subprocess<"ignore", "pipe", "pipe">;
