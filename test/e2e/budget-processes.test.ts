@@ -255,6 +255,14 @@ describe("kill -9 with reservations in flight", () => {
     for (let index = 0; index < 3; index++) {
       await sdk.chat.completions.create({ model: "gpt-6-luna", messages: [{ role: "user", content: `finished ${index}` }], max_tokens: 100 });
     }
+    // Finished requests reach the file with the next group commit (every 5 ms): wait for it, so what
+    // the kill leaves behind is exactly the holds of the requests in flight.
+    const written = new Database(crashDb, { readonly: true });
+    try {
+      await waitFor(() => count(written, "generations") === 3 && count(written, "reservations") === 0, 2_000, "the finished requests' group commit");
+    } finally {
+      written.close();
+    }
 
     // Slow streams: 1 s between events, so they are all in flight when the process dies.
     const SLOW = 4;
