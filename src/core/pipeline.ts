@@ -178,28 +178,18 @@ export class Pipeline implements Gateway {
         this.active--;
       }
     };
-    const stream = new ReadableStream<Uint8Array>({
-      pull: async (controller) => {
+    // Bun's direct stream: frames are written straight to the socket (no queue, no per-frame encode) and
+    // flushed as they come, so the client sees each one at once.
+    const abandon = async () => {
+      await frames.return(undefined).catch(() => {});
+      await body.cancel().catch(() => {});
+      await finish({ status: "cancelled" });
+    };
+    const stream = new ReadableStream({
+      type: "direct",
+      pull: async (controller: ReadableStreamDirectController) => {
         try {
-          // Loop until a frame is sent or the stream ends: a dropped frame must not stall the pull.
-          while (true) {
-            const next = await frames.next();
-            if (next.done) {
-              const tail = relay.end?.();
-              for (const event of tail?.events ?? []) {
-                if (event.type === "error") streamError = event;
-                this.observe(ctx, event);
-              }
-              if (tail?.out) controller.enqueue(encoder.encode(tail.out));
-              const outcome: Outcome = streamError
-                ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
-                : ctx.signal.aborted
-                  ? { status: "cancelled" }
-                  : { status: "success" };
-              await finish(outcome);
-              controller.close();
-              return;
-            }
+          for (let next = await frames.next(); !next.done; next = await frames.next()) {
             ctx.firstTokenMono ??= performance.now();
             const relayed = relay.onFrame(next.value);
             for (const event of relayed.events) {
@@ -207,29 +197,39 @@ export class Pipeline implements Gateway {
               this.observe(ctx, event);
             }
             if (relayed.out !== null) {
-              controller.enqueue(encoder.encode(relayed.out));
-              return;
+              const written = controller.write(relayed.out);
+              if (written === 0) return await abandon(); // the client went away
+              if (typeof written !== "number") await written; // backpressure: wait for the socket to drain
             }
           }
+          const tail = relay.end?.();
+          for (const event of tail?.events ?? []) {
+            if (event.type === "error") streamError = event;
+            this.observe(ctx, event);
+          }
+          if (tail?.out) controller.write(tail.out);
+          const outcome: Outcome = streamError
+            ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
+            : ctx.signal.aborted
+              ? { status: "cancelled" }
+              : { status: "success" };
+          await finish(outcome);
+          await controller.end();
         } catch (thrown) {
           const error = ctx.signal.aborted && !(thrown instanceof GatewayError)
             ? new UpstreamError("upstream stream aborted (timeout or client disconnect)")
             : asGatewayError(thrown);
           try {
-            controller.enqueue(encoder.encode(ctx.ingress.streamErrorFrame(error)));
+            controller.write(ctx.ingress.streamErrorFrame(error));
           } catch {}
           await finish(ctx.signal.aborted ? { status: "cancelled" } : failure(error));
           try {
-            controller.close();
+            await controller.end();
           } catch {}
         }
       },
-      cancel: async () => {
-        // The client went away: stop the upstream, bill what was generated.
-        await frames.return(undefined).catch(() => {});
-        await body.cancel().catch(() => {});
-        await finish({ status: "cancelled" });
-      },
+      // The client went away: stop the upstream, bill what was generated.
+      cancel: abandon,
     });
     const headers = {
       ...ctx.responseHeaders,

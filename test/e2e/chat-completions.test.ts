@@ -140,6 +140,22 @@ describe("POST /v1/chat/completions, streaming", () => {
     expect(row).toMatchObject({ id: response.headers.get("x-gateway-request-id"), status: "success", cost: nanoToUsd(cost) });
   });
 
+  it("hands each chunk to the client as the upstream sends it, not at the end of the stream", async () => {
+    const { key } = await t.newAccountWithKey();
+    const gapMs = 150;
+    const directive = { text: "one two three four", chunk_delay_ms: gapMs };
+    const request = { model: "gpt-6-luna", messages: [{ role: "user" as const, content: `slow [[fake ${JSON.stringify(directive)}]]` }] };
+    const started = performance.now();
+    const arrivals: { text: string; at: number }[] = [];
+    for await (const chunk of await t.client(key).chat.completions.create({ ...request, stream: true })) {
+      const text = chunk.choices[0]?.delta.content;
+      if (text) arrivals.push({ text, at: performance.now() - started });
+    }
+    expect(arrivals.map((a) => a.text).join("")).toBe("one two three four");
+    // Each word is one upstream event, `gapMs` after the one before: the client sees them spread out the same way.
+    for (let i = 1; i < arrivals.length; i++) expect(arrivals[i]!.at - arrivals[i - 1]!.at).toBeGreaterThan(gapMs * 0.5);
+  });
+
   it("passes the usage chunk through when the client asked for it", async () => {
     const { key } = await t.newAccountWithKey();
     const request = { model: "gpt-6-luna", messages: [{ role: "user" as const, content: "with usage" }] };

@@ -82,24 +82,79 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   const releaseInstance = client.prepare(`delete from reservations where instance_id = ?`);
   const forgetInstance = client.prepare(`delete from gateway_instances where id = ?`);
 
-  function reserveOne(input: ReservationInput, decide: (funds: Funds) => number): number {
-    const account = (accountAvailable.get(input.accountId, input.accountId)?.available ?? 0) + accountShift(input.accountId);
-    const key = input.keyLimited ? (keyAvailable.get(input.keyId, input.keyId)?.available ?? 0) + keyShift(input.keyId) : null;
+  /**
+   * Stored figures read once per account / key / window in a batch, then kept current in memory as
+   * the batch adds holds: inside the IMMEDIATE transaction nothing else changes them.
+   */
+  class BatchFunds {
+    private readonly accounts = new Map<string, number>();
+    private readonly keys = new Map<string, number>();
+    private readonly reserved = new Map<string, number>();
+    private readonly spent = new Map<string, { spent: number; oldest: number | null }>();
+
+    account(accountId: string): number {
+      let stored = this.accounts.get(accountId);
+      if (stored === undefined) {
+        stored = accountAvailable.get(accountId, accountId)?.available ?? 0;
+        this.accounts.set(accountId, stored);
+      }
+      return stored + accountShift(accountId);
+    }
+    key(keyId: string): number {
+      let stored = this.keys.get(keyId);
+      if (stored === undefined) {
+        stored = keyAvailable.get(keyId, keyId)?.available ?? 0;
+        this.keys.set(keyId, stored);
+      }
+      return stored + keyShift(keyId);
+    }
+    reservedBy(accountId: string): number {
+      let stored = this.reserved.get(accountId);
+      if (stored === undefined) {
+        stored = accountReserved.get(accountId)?.reserved ?? 0;
+        this.reserved.set(accountId, stored);
+      }
+      return stored;
+    }
+    spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
+      const cacheKey = accountId + "\u0000" + bucketStart;
+      let row = this.spent.get(cacheKey);
+      if (row === undefined) {
+        row = windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null };
+        this.spent.set(cacheKey, row);
+      }
+      return row;
+    }
+    /** A hold just inserted: what the stored figures would now say. */
+    held(input: ReservationInput, amount: number): void {
+      const account = this.accounts.get(input.accountId);
+      if (account !== undefined) this.accounts.set(input.accountId, account - amount);
+      const key = this.keys.get(input.keyId);
+      if (key !== undefined) this.keys.set(input.keyId, key - amount);
+      const reserved = this.reserved.get(input.accountId);
+      if (reserved !== undefined) this.reserved.set(input.accountId, reserved + amount);
+    }
+  }
+
+  function reserveOne(input: ReservationInput, decide: (funds: Funds) => number, stored: BatchFunds): number {
+    const account = stored.account(input.accountId);
+    const key = input.keyLimited ? stored.key(input.keyId) : null;
     const windows: Funds["windows"] = {};
     if (input.windows) {
-      const reserved = accountReserved.get(input.accountId)?.reserved ?? 0;
+      const reserved = stored.reservedBy(input.accountId);
       for (const [name, start] of Object.entries(input.windows)) {
         // Whole buckets from the one holding the window's start: never under-counts.
-        const row = windowSpend.get(input.accountId, spendBucketStart(start));
+        const row = stored.spentSince(input.accountId, spendBucketStart(start));
         // Settled holds are swapped for their queued debits, counted only inside the window.
         const settled = settledByAccount.get(input.accountId) ?? 0;
         const queued = pending.accountDebitsSince(input.accountId, spendBucketStart(start));
-        windows[name] = { spent: (row?.spent ?? 0) + reserved - settled + queued, oldestAt: row?.oldest ?? null };
+        windows[name] = { spent: row.spent + reserved - settled + queued, oldestAt: row.oldest };
       }
     }
     const amount = decide({ account, key, windows });
     if (amount > 0) {
       insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
+      stored.held(input, amount);
       mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
     }
     return amount;
@@ -113,9 +168,10 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   const queue: PendingReservation[] = [];
   let scheduled = false;
   const decideBatch = client.transaction((batch: PendingReservation[]) => {
+    const stored = new BatchFunds();
     for (const item of batch) {
       try {
-        item.amount = reserveOne(item.input, item.decide);
+        item.amount = reserveOne(item.input, item.decide, stored);
       } catch (error) {
         if (!(error instanceof GatewayError)) throw error;
         item.refusal = error;
