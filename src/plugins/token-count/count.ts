@@ -1,13 +1,60 @@
-/** The o200k tokenizer, loaded in the background (its tables take ~1 s to load): until then, the byte bound. */
+import { dirname, join } from "node:path";
+
+/** The o200k tokenizer, loaded in the background (~0.2 s): until then, the byte bound. */
 let o200k: ((text: string) => number) | undefined;
 let loading: Promise<void> | undefined;
 
 /** Starts loading the exact tokenizer; counts stay safe upper bounds meanwhile. */
 export function loadTokenizer(): Promise<void> {
-  loading ??= import("gpt-tokenizer/encoding/o200k_base").then((module) => {
-    o200k = module.countTokens;
+  loading ??= buildO200k().then((count) => {
+    o200k = count;
+    // Loading leaves tens of MB of garbage (file text, decoded pieces): hand it back to the OS now.
+    Bun.gc(true);
+    (Bun as { shrink?: () => void }).shrink?.();
   });
   return loading;
+}
+
+/**
+ * The o200k ranks read from gpt-tokenizer's own `data/o200k_base.tiktoken` (one "base64 rank" line per
+ * token) instead of importing its 2.4 MB JavaScript module: parsing that module costs ~80 MB of resident
+ * memory that is never returned; this costs ~30 MB, and loads 5x faster. Same ranks, same counts (a test
+ * compares both); the module import stays as the fallback.
+ */
+async function buildO200k(): Promise<(text: string) => number> {
+  const { GptEncoding } = await import("gpt-tokenizer/GptEncoding");
+  const packageRoot = dirname(dirname(Bun.resolveSync("gpt-tokenizer", import.meta.dir)));
+  const file = Bun.file(join(packageRoot, "data", "o200k_base.tiktoken"));
+  if (!(await file.exists())) return (await import("gpt-tokenizer/encoding/o200k_base")).countTokens;
+  const ranks = parseTiktokenRanks(await file.text());
+  return GptEncoding.getEncodingApi("o200k_base", () => ranks).countTokens;
+}
+
+/**
+ * `base64(bytes) rank` lines to gpt-tokenizer's rank table: the token's text where its bytes are UTF-8
+ * that survive a round trip (a leading byte-order mark does not), else its bytes.
+ */
+export function parseTiktokenRanks(text: string): (string | number[])[] {
+  const utf8 = new TextDecoder("utf-8", { fatal: true });
+  const ranks: (string | number[])[] = [];
+  for (let start = 0; start < text.length; ) {
+    let end = text.indexOf("\n", start);
+    if (end < 0) end = text.length;
+    const space = text.indexOf(" ", start);
+    if (space > start && space < end) {
+      const bytes = Buffer.from(text.slice(start, space), "base64");
+      let token: string | number[];
+      try {
+        token = utf8.decode(bytes);
+        if (Buffer.byteLength(token) !== bytes.length) token = [...bytes];
+      } catch {
+        token = [...bytes];
+      }
+      ranks[Number(text.slice(space + 1, end))] = token;
+    }
+    start = end + 1;
+  }
+  return ranks;
 }
 
 function exactCount(text: string): number {

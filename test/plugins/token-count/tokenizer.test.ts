@@ -1,0 +1,38 @@
+import { describe, expect, it } from "bun:test";
+import { dirname, join } from "node:path";
+import moduleRanks from "gpt-tokenizer/bpeRanks/o200k_base";
+import { countTokens as moduleCount } from "gpt-tokenizer/encoding/o200k_base";
+import { countPromptTokens, loadTokenizer, parseTiktokenRanks } from "../../../src/plugins/token-count/count.ts";
+
+const tiktokenFile = join(dirname(dirname(Bun.resolveSync("gpt-tokenizer", import.meta.dir))), "data", "o200k_base.tiktoken");
+
+describe("o200k tokenizer loaded from the .tiktoken data file", () => {
+  it("builds exactly gpt-tokenizer's own rank table: same length, same text or bytes at every rank", async () => {
+    const ranks = parseTiktokenRanks(await Bun.file(tiktokenFile).text());
+    expect(ranks.length).toBe(moduleRanks.length);
+    const differing: number[] = [];
+    for (let rank = 0; rank < ranks.length; rank++) {
+      if (JSON.stringify(ranks[rank]) !== JSON.stringify(moduleRanks[rank])) differing.push(rank);
+    }
+    expect(differing).toEqual([]);
+  });
+
+  it("counts prompts exactly as gpt-tokenizer's module does, on English, code, CJK, emoji and byte-order marks", async () => {
+    await loadTokenizer();
+    const samples = [
+      "Hello, world! How many tokens is this sentence?",
+      "function add(a: number, b: number): number {\n  return a + b;\n}\n",
+      "東京は日本の首都です。우리는 한국어를 씁니다.",
+      "emoji 🎉🚀👩‍💻 and accents: café, naïve, Zürich",
+      "\uFEFFusing System;\n\uFEFFnamespace Demo {}",
+      "   multiple   spaces\t\ttabs\r\nand CRLF   ",
+      "x".repeat(5000),
+    ];
+    for (const text of samples) {
+      const body = { messages: [{ role: "user", content: text }] };
+      // One message: the fixed per-request and per-message framing plus the text's own tokens.
+      const framing = countPromptTokens({ messages: [{ role: "user", content: "" }] }, true);
+      expect(countPromptTokens(body, true) - framing).toBe(moduleCount(text));
+    }
+  });
+});
