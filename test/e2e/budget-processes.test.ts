@@ -93,6 +93,7 @@ async function spawnGateway(dbFile: string, env: Record<string, string> = {}): P
       PORT: String(port),
       HOST: "127.0.0.1",
       DATABASE_URL: `sqlite:${dbFile}`,
+      SQLITE_HOLDS: "shared", // several processes on one file
       EDGE_RATE_LIMIT_RPS: "0",
       GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
       OPENAI_BASE_URL: `${fake.url}/v1`,

@@ -4,10 +4,10 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { computeUsage } from "../fake-upstream/openai.ts";
-import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
-import { countPromptTokens, countTextTokens } from "../../src/plugins/token-count/count.ts";
+import { countTextTokens } from "../../src/plugins/token-count/count.ts";
 import { nanoToUsd, nanoToUsdString, usdToNano } from "../../src/core/money.ts";
 import { waitFor } from "../helpers/processes.ts";
+import { burst, catalog, exactCostRequest, worstCase, type Message } from "../helpers/budget.ts";
 
 /**
  * Budget reservations end to end: real HTTP through the official SDK, real SQLite. A request holds
@@ -15,43 +15,11 @@ import { waitFor } from "../helpers/processes.ts";
  * before it goes upstream; the hold is released with the exact debit, or at once when nothing is billed.
  */
 
-const catalog = loadCatalog("catalog.yaml");
-type Message = { role: "user"; content: string };
-
-/** The reservation the gateway computes for a body (prices from the catalog, prompt bound from token-count). */
-function worstCase(model: string, messages: Message[], maxTokens: number): { bound: number; amount: number; promptPrice: number; outputPrice: number } {
-  const entry = catalog.get(model)!;
-  const bound = countPromptTokens({ messages }, entry.family === "openai");
-  const prices = catalog.pricesFor(entry, bound, new Date());
-  const promptPrice = Math.max(prices.input, prices.cacheRead, prices.cacheWrite);
-  return { bound, amount: bound * promptPrice + maxTokens * prices.output, promptPrice, outputPrice: prices.output };
-}
-
-/**
- * A request whose real cost equals its reservation: the fake reports the prompt bound as prompt tokens,
- * all of them written to cache (the dearest prompt price here), and exactly max_tokens of output. The
- * directive holds the bound it is part of, so iterate to the fixed point.
- */
-function exactCostRequest(model: string, maxTokens: number, label: string) {
-  let bound = 0;
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const directive = { usage: { prompt_tokens: bound, completion_tokens: maxTokens, cache_write_tokens: bound } };
-    const messages: Message[] = [{ role: "user", content: `${label} [[fake ${JSON.stringify(directive)}]]` }];
-    const worst = worstCase(model, messages, maxTokens);
-    if (worst.bound === bound) {
-      const prices = catalog.pricesFor(catalog.get(model)!, bound, new Date());
-      expect(prices.cacheWrite).toBe(worst.promptPrice); // the real cost below is then exactly the hold
-      return { body: { model, messages, max_tokens: maxTokens }, reservation: worst.amount };
-    }
-    bound = worst.bound;
-  }
-  throw new Error("prompt bound did not converge");
-}
-
 let t: TestGateway;
 let db: Database;
 beforeAll(async () => {
-  t = await startTestGateway();
+  // Holds as rows of the file, so the tests can watch them; process-mode holds: budget-process-holds.test.ts.
+  t = await startTestGateway({ env: { SQLITE_HOLDS: "shared" } });
   db = new Database(join(t.dataDir, "gateway.db"), { readonly: true });
 });
 afterAll(async () => {
@@ -89,18 +57,6 @@ function generationRow(id: string) {
 
 function generationCount(accountId: string): number {
   return db.query<{ n: number }, [string]>("select count(*) as n from generations where account_id = ?").get(accountId)!.n;
-}
-
-/** Fires `count` identical requests at once; returns what each got. */
-async function burst(client: OpenAI, body: Record<string, unknown>, count: number) {
-  return Promise.all(
-    Array.from({ length: count }, () =>
-      client.chat.completions.create(body as any).then(
-        (completion) => ({ ok: true as const, completion }),
-        (error: unknown) => ({ ok: false as const, error: error as InstanceType<typeof OpenAI.APIError> }),
-      ),
-    ),
-  );
 }
 
 /** Samples the funds while `work` runs: credits − committed debits − holds must never go below zero. */
@@ -372,7 +328,7 @@ describe("requests that end early", () => {
   });
 
   it("an upstream timeout is a 504 that charges nothing and releases the hold", async () => {
-    const slow = await startTestGateway({ env: { UPSTREAM_TIMEOUT_MS: "300" } });
+    const slow = await startTestGateway({ env: { UPSTREAM_TIMEOUT_MS: "300", SQLITE_HOLDS: "shared" } });
     const slowDb = new Database(join(slow.dataDir, "gateway.db"), { readonly: true });
     try {
       const { key } = await slow.newAccountWithKey({ credit: 5 });

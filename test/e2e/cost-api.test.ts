@@ -18,7 +18,8 @@ const catalog = loadCatalog("catalog.yaml");
 let t: TestGateway;
 let dbPath: string;
 beforeAll(async () => {
-  t = await startTestGateway();
+  // Shared holds: some tests write generations with chosen timestamps through a second repository on the file.
+  t = await startTestGateway({ env: { SQLITE_HOLDS: "shared" } });
   dbPath = join(t.dataDir, "gateway.db");
 });
 afterAll(async () => {

@@ -42,8 +42,8 @@ export default definePlugin({
         return instance(repository);
       });
     }
-    const repository = createSqliteRepository(target.path, options);
-    host.log.info("storage open", { dialect: "sqlite", path: target.path });
+    const repository = createSqliteRepository(target.path, { ...options, holds: config.sqlite_holds ?? "process" });
+    host.log.info("storage open", { dialect: "sqlite", path: target.path, holds: config.sqlite_holds ?? "process" });
     return instance(repository);
   },
 });

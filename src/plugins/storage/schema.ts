@@ -15,6 +15,12 @@ export const storageConfigSchema = Type.Object(
     flush_interval_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 60_000, default: DEFAULT_FLUSH_INTERVAL_MS })),
     /** A queue this long is flushed at once, without waiting for the period. */
     max_batch: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: DEFAULT_MAX_BATCH })),
+    /**
+     * SQLite only: where budget holds of requests in flight live. `process` (default): in this process's
+     * memory, no write per request; the file is locked against any other gateway process. `shared`: rows of
+     * the file, for several processes on one file.
+     */
+    sqlite_holds: Type.Optional(Type.Union([Type.Literal("process"), Type.Literal("shared")], { default: "process" })),
     /** Postgres only: connections in the pool, per gateway process (mind the server's max_connections). */
     pool_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, default: DEFAULT_POOL_SIZE })),
   },

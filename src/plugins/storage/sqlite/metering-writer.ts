@@ -21,7 +21,7 @@ interface UsageBucket extends UsageCounters {
  * per account, key and (account, key, day, model) one aggregated update of the maintained totals and
  * the daily roll-up. A generation id already stored is skipped whole: a request is never debited twice.
  */
-export function createMeteringWriter(db: SqliteDb, client: Database) {
+export function createMeteringWriter(db: SqliteDb, client: Database, options: { holdsInTable: boolean } = { holdsInTable: true }) {
   const compile = (query: Parameters<typeof compileStatement>[1]) => compileStatement(client, query);
   const insertGeneration = compile(
     db
@@ -116,7 +116,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
       }),
   );
 
-  // The request's budget reservation goes in the same transaction as its debit.
+  // The request's budget reservation (when holds are rows) goes in the same transaction as its debit.
   const deleteReservation = client.prepare("delete from reservations where id = ?");
   const addSpend = client.prepare(
     "insert into spend_buckets (account_id, bucket_start, cost_nano) values (?, ?, ?) on conflict (account_id, bucket_start) do update set cost_nano = cost_nano + excluded.cost_nano",
@@ -128,7 +128,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database) {
     const usage = new Map<string, UsageBucket>();
     const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
     for (const g of batch) {
-      deleteReservation.run(g.id);
+      if (options.holdsInTable) deleteReservation.run(g.id);
       const inserted = insertGeneration.run({ ...g, streamInt: g.stream ? 1 : 0 });
       if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {

@@ -18,7 +18,8 @@ import { newId } from "./ids.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
-import { createSqliteReservations } from "./reservations.ts";
+import { createSqliteReservations, type HoldsMode } from "./reservations.ts";
+import { lockForHolds } from "./process-lock.ts";
 import { createSqlitePlans } from "./plans.ts";
 import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
@@ -29,6 +30,12 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   flushIntervalMs?: number;
   /** A queue this long is flushed at once (default 512); also the size of one transaction. */
   maxBatch?: number;
+  /**
+   * Where budget holds live (reservations.ts): `shared` (default here: rows of the file, any number of
+   * processes) or `process` (this process's memory, no write per request; the file is then locked
+   * against every other gateway process).
+   */
+  holds?: HoldsMode;
   log?: Logger;
 }
 
@@ -45,8 +52,17 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const flushIntervalMs = Math.max(1, options.flushIntervalMs ?? 5);
   const maxBatch = Math.max(1, options.maxBatch ?? 512);
   const log = options.log ?? createLogger("storage");
-  const { client, db } = openSqlite(path, options);
-  const writer = createMeteringWriter(db, client);
+  const holds = options.holds ?? "shared";
+  const inMemory = path === ":memory:" || path.startsWith("file::memory:");
+  const { client, db } = openSqlite(path, options); // creates the file's directory: lock after
+  let lock: { release(): void } | null = null;
+  try {
+    lock = inMemory ? null : lockForHolds(path, holds);
+  } catch (error) {
+    client.close();
+    throw error;
+  }
+  const writer = createMeteringWriter(db, client, { holdsInTable: holds === "shared" });
   const pending = new PendingGenerations();
 
   const selectTotals = db
@@ -70,7 +86,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .limit(1)
     .prepare();
 
-  const reservations = createSqliteReservations(client, pending);
+  const reservations = createSqliteReservations(client, pending, holds);
   const plans = createSqlitePlans(client);
   let closed = false;
   function writeBatch(batch: readonly Generation[]): void {
@@ -335,6 +351,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       closed = true; // new writes are refused from here; reads keep working until the file closes
       await commits.stop();
       client.close();
+      lock?.release();
     },
   };
   return repository;

@@ -30,11 +30,22 @@ export interface PendingSettlements {
   keySpend(keyId: string): number;
 }
 
-export function createSqliteReservations(client: Database, pending: PendingSettlements) {
+/**
+ * Where holds live. `shared`: rows of the `reservations` table, decided in IMMEDIATE transactions, so
+ * several processes on one file see each other's. `process`: this process's memory only (no write per
+ * request); valid only while no other process serves from the file (see process-lock.ts).
+ */
+export type HoldsMode = "shared" | "process";
+
+export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
+  const inProcess = mode === "process";
   /** This process's live holds, and the part of them whose requests are settled but not yet written. */
   const mine = new Map<string, { accountId: string; keyId: string; amount: number; settled: boolean }>();
   const settledByAccount = new Map<string, number>();
   const settledByKey = new Map<string, number>();
+  /** Process mode: the holds themselves, per account and key (the table has none of them). */
+  const heldByAccount = new Map<string, number>();
+  const heldByKey = new Map<string, number>();
   const add = (map: Map<string, number>, id: string, amount: number) => {
     const next = (map.get(id) ?? 0) + amount;
     if (next === 0) map.delete(id);
@@ -44,14 +55,19 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
     const hold = mine.get(id);
     if (!hold) return;
     mine.delete(id);
+    if (inProcess) {
+      add(heldByAccount, hold.accountId, -hold.amount);
+      add(heldByKey, hold.keyId, -hold.amount);
+    }
     if (hold.settled) {
       add(settledByAccount, hold.accountId, -hold.amount);
       add(settledByKey, hold.keyId, -hold.amount);
     }
   }
   /** Funds as this process sees them: the stored figure, settled holds swapped for their queued debits. */
-  const accountShift = (accountId: string) => (settledByAccount.get(accountId) ?? 0) - pending.accountDebits(accountId);
-  const keyShift = (keyId: string) => (settledByKey.get(keyId) ?? 0) - pending.keySpend(keyId);
+  const accountShift = (accountId: string) =>
+    (settledByAccount.get(accountId) ?? 0) - pending.accountDebits(accountId) - (heldByAccount.get(accountId) ?? 0);
+  const keyShift = (keyId: string) => (settledByKey.get(keyId) ?? 0) - pending.keySpend(keyId) - (heldByKey.get(keyId) ?? 0);
   const accountAvailable = client.prepare<{ available: number }, [string, string]>(
     `select a.total_credits_nano - a.total_debits_nano
             - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
@@ -114,7 +130,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
         stored = accountReserved.get(accountId)?.reserved ?? 0;
         this.reserved.set(accountId, stored);
       }
-      return stored;
+      return stored + (heldByAccount.get(accountId) ?? 0);
     }
     spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
       const cacheKey = accountId + "\u0000" + bucketStart;
@@ -125,7 +141,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       }
       return row;
     }
-    /** A hold just inserted: what the stored figures would now say. */
+    /** A hold just inserted in the table: what the stored figures would now say. */
     held(input: ReservationInput, amount: number): void {
       const account = this.accounts.get(input.accountId);
       if (account !== undefined) this.accounts.set(input.accountId, account - amount);
@@ -153,8 +169,13 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
     }
     const amount = decide({ account, key, windows });
     if (amount > 0) {
-      insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
-      stored.held(input, amount);
+      if (inProcess) {
+        add(heldByAccount, input.accountId, amount);
+        add(heldByKey, input.keyId, amount);
+      } else {
+        insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
+        stored.held(input, amount);
+      }
       mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
     }
     return amount;
@@ -200,6 +221,18 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
 
   return {
     reserve(input: ReservationInput, decide: (funds: Funds) => number): Promise<number> {
+      // Process mode: nothing to write, nothing to wait for; decided at once, in call order.
+      if (inProcess) {
+        try {
+          return Promise.resolve(reserveOne(input, decide, new BatchFunds()));
+        } catch (error) {
+          return Promise.reject(
+            error instanceof GatewayError
+              ? error
+              : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error }),
+          );
+        }
+      }
       return new Promise((resolve, reject) => {
         queue.push({ input, decide, resolve, reject });
         if (!scheduled) {
@@ -221,7 +254,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       for (const id of ids) unsettle(id);
     },
     releaseReservation(id: string): void {
-      remove.run(id);
+      if (!inProcess) remove.run(id);
       unsettle(id);
     },
     heartbeat(instanceId: string, now: number): void {
