@@ -91,34 +91,39 @@ async function budgetLoaded(gateway: Child): Promise<boolean> {
 }
 
 export async function runPluginsCase(options: PluginsCaseOptions): Promise<{ json: unknown; goals: Goal[] }> {
-  const dbPath = join(options.tmp, "plugins.db");
+  // One SQLite file per gateway (a process-mode gateway, the default, locks its file) and a key made alike in each.
+  const dbPath = (name: string) => join(options.tmp, `plugins-${name}.db`);
+  const keyOptions = {
+    limit: 1_000_000, // USD: the budget also holds against the key's own budget, not only the account's
+    rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT },
+  };
   const offConfig = join(options.tmp, "plugins-off.yaml");
   writePluginsOffConfig(offConfig);
   const started: Child[] = [];
   try {
-    const on = await startGatewayProcess("gateway, plugins on (memory)", dbPath, options.upstream.url);
+    const on = await startGatewayProcess("gateway, plugins on (memory)", dbPath("on"), options.upstream.url);
     started.push(on);
-    const key = await provisionKey(on.url, {
-      limit: 1_000_000, // USD: the budget also holds against the key's own budget, not only the account's
-      rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT },
-    });
+    const key = await provisionKey(on.url, keyOptions);
     const info = await fetch(`${on.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json() as Promise<any>);
     const limits = info?.data?.rate_limit;
     if (limits?.requests_per_minute !== PLUGINS_KEY_LIMIT || limits?.tokens_per_minute !== PLUGINS_KEY_LIMIT) {
       throw new Error(`the plugins key should have RPM and TPM ${PLUGINS_KEY_LIMIT}; GET /v1/key says ${JSON.stringify(info?.data ?? info)}`);
     }
-    const off = await startGatewayProcess("gateway, plugins off", dbPath, options.upstream.url, { GATEWAY_CONFIG: offConfig });
+    const off = await startGatewayProcess("gateway, plugins off", dbPath("off"), options.upstream.url, { GATEWAY_CONFIG: offConfig });
     started.push(off);
+    const offKey = await provisionKey(off.url, keyOptions);
     if (!(await budgetLoaded(on)) || (await budgetLoaded(off))) throw new Error("the budget plugin should be loaded in the 'on' gateway only");
 
     let redis: Child | undefined;
+    let redisKey = "";
     if (options.redisUrl) {
       try {
-        redis = await startGatewayProcess("gateway, plugins on (Redis)", dbPath, options.upstream.url, {
+        redis = await startGatewayProcess("gateway, plugins on (Redis)", dbPath("redis"), options.upstream.url, {
           REDIS_URL: options.redisUrl,
           RATE_LIMIT_REDIS_PREFIX: `gateway-bench:${crypto.randomUUID().slice(0, 8)}:`,
         });
         started.push(redis);
+        redisKey = await provisionKey(redis.url, keyOptions);
       } catch (error) {
         log(`WARNING: the gateway with REDIS_URL=${redactUrl(options.redisUrl)} did not start; Redis backend skipped: ${String((error as Error)?.message ?? error).slice(0, 500)}`);
       }
@@ -132,9 +137,9 @@ export async function runPluginsCase(options: PluginsCaseOptions): Promise<{ jso
       { name: "bare", url: options.bare.url, key: UPSTREAM_KEY },
     ];
     const gateways: Target[] = [
-      { name: "plugins off", url: off.url, key },
+      { name: "plugins off", url: off.url, key: offKey },
       { name: "plugins on (memory)", url: on.url, key },
-      ...(redis ? [{ name: "plugins on (Redis)", url: redis.url, key }] : []),
+      ...(redis ? [{ name: "plugins on (Redis)", url: redis.url, key: redisKey }] : []),
     ];
     const body = chatBody({ stream: false });
     const byConcurrency: Record<number, Record<string, NonStreamFigures>> = {};

@@ -467,12 +467,14 @@ async function main() {
       log(`${n} open streams → gateway`);
       figures.push(await openStreamsAgainst("gateway", gateway!, gatewayKey, n, chunkDelayMs));
       // The same gateway with Bun's per-process fetch cap (256 in flight) lifted: all n upstream streams open at once.
-      const lifted = await startGatewayProcess("gateway (fetch cap lifted)", join(tmp, "bench.db"), upstream!.url, { BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP });
+      // Its own SQLite file: a gateway (process-mode holds, the default) locks the file it serves from.
+      const lifted = await startGatewayProcess("gateway (fetch cap lifted)", join(tmp, "lifted.db"), upstream!.url, { BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP });
       try {
+        const liftedKey = await provisionKey(lifted.url);
         // Warm it like the main one was (a few hundred requests), so the baseline is not a cold process.
-        await cannon({ name: "gateway", url: lifted.url, key: gatewayKey }, chatBody({ stream: false }), 16, 1000);
+        await cannon({ name: "gateway", url: lifted.url, key: liftedKey }, chatBody({ stream: false }), 16, 1000);
         log(`${n} open streams → gateway with BUN_CONFIG_MAX_HTTP_REQUESTS=${LIFTED_FETCH_CAP}`);
-        figures.push(await openStreamsAgainst(`gateway, BUN_CONFIG_MAX_HTTP_REQUESTS=${LIFTED_FETCH_CAP}`, lifted, gatewayKey, n, chunkDelayMs));
+        figures.push(await openStreamsAgainst(`gateway, BUN_CONFIG_MAX_HTTP_REQUESTS=${LIFTED_FETCH_CAP}`, lifted, liftedKey, n, chunkDelayMs));
       } finally {
         await stopChild(lifted);
       }
