@@ -11,7 +11,7 @@ import {
   UpstreamHttpError,
   asGatewayError,
 } from "./errors.ts";
-import { readSseFrames } from "./sse.ts";
+import { readSseFrameBatches } from "./sse.ts";
 import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
@@ -166,7 +166,7 @@ export class Pipeline implements Gateway {
     const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
-    const frames = readSseFrames(body, ctx.signal);
+    const batches = readSseFrameBatches(body, ctx.signal);
     let finished = false;
     let streamError: { message: string; status?: number } | undefined;
     const finish = async (outcome: Outcome) => {
@@ -181,7 +181,7 @@ export class Pipeline implements Gateway {
     // Bun's direct stream: frames are written straight to the socket (no queue, no per-frame encode) and
     // flushed as they come, so the client sees each one at once.
     const abandon = async () => {
-      await frames.return(undefined).catch(() => {});
+      await batches.return(undefined).catch(() => {});
       await body.cancel().catch(() => {});
       await finish({ status: "cancelled" });
     };
@@ -189,15 +189,20 @@ export class Pipeline implements Gateway {
       type: "direct",
       pull: async (controller: ReadableStreamDirectController) => {
         try {
-          for (let next = await frames.next(); !next.done; next = await frames.next()) {
+          // The frames of one upstream read go out in one write.
+          for (let next = await batches.next(); !next.done; next = await batches.next()) {
             ctx.firstTokenMono ??= performance.now();
-            const relayed = relay.onFrame(next.value);
-            for (const event of relayed.events) {
-              if (event.type === "error") streamError = event;
-              this.observe(ctx, event);
+            let out = "";
+            for (const frame of next.value) {
+              const relayed = relay.onFrame(frame);
+              for (const event of relayed.events) {
+                if (event.type === "error") streamError = event;
+                this.observe(ctx, event);
+              }
+              if (relayed.out !== null) out += relayed.out;
             }
-            if (relayed.out !== null) {
-              const written = controller.write(relayed.out);
+            if (out !== "") {
+              const written = controller.write(out);
               if (written === 0) return await abandon(); // the client went away
               if (typeof written !== "number") await written; // backpressure: wait for the socket to drain
             }

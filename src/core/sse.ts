@@ -6,10 +6,11 @@ export interface SseFrame {
 }
 
 /**
- * Splits an SSE byte stream into frames (events separated by a blank line; multi-line data joined).
+ * Splits an SSE byte stream into frames (events separated by a blank line; multi-line data joined),
+ * yielding the complete frames of each read together: a relay handles them in one go and writes once.
  * One pass over the text: frames are cut at positions, the buffer is trimmed once per read.
  */
-export async function* readSseFrames(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame> {
+export async function* readSseFrameBatches(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame[]> {
   const decoder = new TextDecoder();
   const reader = body.getReader();
   let buffer = "";
@@ -19,21 +20,28 @@ export async function* readSseFrames(body: ReadableStream<Uint8Array>, signal?: 
       const { value, done } = await reader.read();
       if (done) break;
       buffer = normalizeNewlines(buffer + decoder.decode(value, { stream: true }), false);
+      const frames: SseFrame[] = [];
       let start = 0;
       let end: number;
       while ((end = buffer.indexOf("\n\n", start)) !== -1) {
         const frame = parseBlock(buffer, start, end);
         start = end + 2;
-        if (frame) yield frame;
+        if (frame) frames.push(frame);
       }
       if (start > 0) buffer = buffer.slice(start);
+      if (frames.length > 0) yield frames;
     }
     buffer = normalizeNewlines(buffer + decoder.decode(), true);
     const tail = parseBlock(buffer, 0, buffer.length);
-    if (tail) yield tail;
+    if (tail) yield [tail];
   } finally {
     reader.releaseLock();
   }
+}
+
+/** The same frames one at a time. */
+export async function* readSseFrames(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame> {
+  for await (const frames of readSseFrameBatches(body, signal)) yield* frames;
 }
 
 /** CRLF and CR line ends as LF. A CR at the very end may be half of a CRLF: kept for the next read. */
