@@ -22,7 +22,8 @@ const advance = (ms: number) => (clock += ms);
 
 let t: TestGateway;
 beforeAll(async () => {
-  t = await startTestGateway({ now, env: { RATE_LIMIT_REDIS_PREFIX: prefix } });
+  // Shared holds: the two-instance test below opens a second gateway on this gateway's SQLite file.
+  t = await startTestGateway({ now, env: { RATE_LIMIT_REDIS_PREFIX: prefix, SQLITE_HOLDS: "shared" } });
 });
 afterAll(async () => {
   await t.stop();
@@ -247,7 +248,7 @@ describe.skipIf(!REDIS_URL)(`rate limit: two gateway instances on one Redis${RED
     const second = await startTestGateway({
       now,
       fake: t.fake,
-      env: { DATABASE_URL: `sqlite:${join(t.dataDir, "gateway.db")}`, RATE_LIMIT_REDIS_PREFIX: prefix },
+      env: { DATABASE_URL: `sqlite:${join(t.dataDir, "gateway.db")}`, RATE_LIMIT_REDIS_PREFIX: prefix, SQLITE_HOLDS: "shared" },
     });
     try {
       const { key } = await t.newAccountWithKey({ key: { rate_limit: { requests_per_minute: 4 } } });
