@@ -35,4 +35,16 @@ describe("o200k tokenizer loaded from the .tiktoken data file", () => {
       expect(countPromptTokens(body, true) - framing).toBe(moduleCount(text));
     }
   });
+
+  it("counts long texts again exactly from its cache, and never mixes up texts of the same length", async () => {
+    await loadTokenizer();
+    const framing = countPromptTokens({ messages: [{ role: "user", content: "" }] }, true);
+    const prompt = (text: string) => countPromptTokens({ messages: [{ role: "user", content: text }] }, true) - framing;
+    const base = "The quick brown fox jumps over the lazy dog. ".repeat(400);
+    // Same length, different tokens: one word changed into one without spaces.
+    const variant = base.slice(0, 1000) + "Thequickbrownfoxjumps" + base.slice(1021);
+    expect(variant.length).toBe(base.length);
+    for (const text of [base, variant, base, variant]) expect(prompt(text)).toBe(moduleCount(text));
+    expect(moduleCount(variant)).not.toBe(moduleCount(base));
+  });
 });
