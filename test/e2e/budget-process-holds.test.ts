@@ -96,6 +96,19 @@ describe("holds in the gateway's memory", () => {
   });
 });
 
+describe("funds read once and kept until the gateway writes again", () => {
+  it("a top-up serves the very next request, right after a refusal for want of funds", async () => {
+    const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "process top-up");
+    const { accountId, key } = await t.newAccountWithKey({ credit: 0 });
+    const client = t.client(key);
+    const refused = await client.chat.completions.create(body as any).catch((e: InstanceType<typeof OpenAI.APIError>) => e);
+    expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe("insufficient_balance");
+    await topUp(accountId, nanoToUsdString(Math.max(5e9, reservation)));
+    const served = await client.chat.completions.create(body as any);
+    expect(served.choices[0]!.message.content).toBeTruthy();
+  });
+});
+
 describe("one process per SQLite file", () => {
   async function startSecond(env: Record<string, string>) {
     const child = Bun.spawn([BUN, "src/index.ts"], {

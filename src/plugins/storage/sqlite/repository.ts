@@ -91,6 +91,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   let closed = false;
   function writeBatch(batch: readonly Generation[]): void {
     writer.write(batch);
+    reservations.storedChanged();
     reservations.forgetWritten(batch.map((g) => g.id));
   }
   const commits = createGroupCommit({ pending, write: writeBatch, flushIntervalMs, maxBatch, log });
@@ -161,6 +162,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
           tx.insert(ledgerEntries)
             .values({ id: entryId, accountId, kind, amountNano: amount, reference, createdAt: Date.now() })
             .run();
+          reservations.storedChanged();
           return { entryId, balance: totalsOf(accountId).balance, duplicate: false };
         },
         { behavior: "immediate" },
@@ -309,7 +311,11 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async purchasePlan(purchase) {
       assertOpen();
-      return plans.purchasePlan(purchase);
+      try {
+        return plans.purchasePlan(purchase);
+      } finally {
+        reservations.storedChanged();
+      }
     },
 
     async activePlan(accountId, at) {
@@ -329,12 +335,15 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async releaseStaleReservations(aliveSince) {
       assertOpen();
-      return reservations.releaseStaleReservations(aliveSince);
+      const released = reservations.releaseStaleReservations(aliveSince);
+      reservations.storedChanged();
+      return released;
     },
 
     async removeInstance(instanceId) {
       assertOpen();
       reservations.removeInstance(instanceId);
+      reservations.storedChanged();
     },
 
     async ping() {

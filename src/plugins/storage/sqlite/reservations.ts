@@ -37,6 +37,8 @@ export interface PendingSettlements {
  */
 export type HoldsMode = "shared" | "process";
 
+const STORED_FUNDS_TTL_MS = 1000;
+
 export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
   const inProcess = mode === "process";
   /** This process's live holds, and the part of them whose requests are settled but not yet written. */
@@ -152,6 +154,22 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
     }
   }
 
+  /**
+   * Process mode: the stored figures are read once and kept until this process writes to the store
+   * again (`storedChanged`: a metering commit, a credit, a plan, released holds), or for at most
+   * STORED_FUNDS_TTL_MS, which bounds how long an edit made behind the gateway's back goes unseen.
+   */
+  let processFunds: BatchFunds | null = null;
+  let processFundsUntil = 0;
+  function fundsForProcess(): BatchFunds {
+    const now = performance.now();
+    if (processFunds === null || now >= processFundsUntil) {
+      processFunds = new BatchFunds();
+      processFundsUntil = now + STORED_FUNDS_TTL_MS;
+    }
+    return processFunds;
+  }
+
   function reserveOne(input: ReservationInput, decide: (funds: Funds) => number, stored: BatchFunds): number {
     const account = stored.account(input.accountId);
     const key = input.keyLimited ? stored.key(input.keyId) : null;
@@ -224,7 +242,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       // Process mode: nothing to write, nothing to wait for; decided at once, in call order.
       if (inProcess) {
         try {
-          return Promise.resolve(reserveOne(input, decide, new BatchFunds()));
+          return Promise.resolve(reserveOne(input, decide, fundsForProcess()));
         } catch (error) {
           return Promise.reject(
             error instanceof GatewayError
@@ -240,6 +258,10 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
           setImmediate(runBatch);
         }
       });
+    },
+    /** This process wrote to the store: figures read before are stale. */
+    storedChanged(): void {
+      processFunds = null;
     },
     /** The request settled and its generation is queued: count its debit, not its hold, from now on. */
     markSettled(id: string): void {
