@@ -4,10 +4,13 @@ import type { Funds, ReservationInput } from "../repository.ts";
 import { spendBucketStart } from "./metering-writer.ts";
 
 /**
- * Budget reservations on SQLite. `reserve` runs in one IMMEDIATE transaction (the write lock), so
- * concurrent requests, from this process or another on the same file, see each other's holds.
- * Available funds = credits − committed debits − reservations; a request's reservation is deleted in
- * the group commit that writes its debit (metering-writer), so pending debits are always covered.
+ * Budget reservations on SQLite. Available funds = credits − committed debits − every hold, where a
+ * settled request's hold is swapped for its queued debit until the group commit writes it.
+ * - shared mode: holds are rows; `reserve` runs in one IMMEDIATE transaction (the write lock) per
+ *   event-loop turn, so requests from this process or another on the same file see each other's holds;
+ *   a request's row is deleted in the group commit that writes its debit (metering-writer).
+ * - process mode: holds live in this process's memory, decided at once; the file is locked against
+ *   other gateway processes (process-lock.ts), so no one else can spend the same funds.
  */
 interface PendingReservation {
   input: ReservationInput;
@@ -101,10 +104,11 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   const forgetInstance = client.prepare(`delete from gateway_instances where id = ?`);
 
   /**
-   * Stored figures read once per account / key / window in a batch, then kept current in memory as
-   * the batch adds holds: inside the IMMEDIATE transaction nothing else changes them.
+   * Stored figures read once per account / key / window, then kept: for one batch in shared mode (kept
+   * current as the batch inserts holds; inside the IMMEDIATE transaction nothing else changes them), or
+   * until this process writes to the store in process mode (`fundsForProcess`).
    */
-  class BatchFunds {
+  class StoredFunds {
     private readonly accounts = new Map<string, number>();
     private readonly keys = new Map<string, number>();
     private readonly reserved = new Map<string, number>();
@@ -159,18 +163,18 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
    * again (`storedChanged`: a metering commit, a credit, a plan, released holds), or for at most
    * STORED_FUNDS_TTL_MS, which bounds how long an edit made behind the gateway's back goes unseen.
    */
-  let processFunds: BatchFunds | null = null;
+  let processFunds: StoredFunds | null = null;
   let processFundsUntil = 0;
-  function fundsForProcess(): BatchFunds {
+  function fundsForProcess(): StoredFunds {
     const now = performance.now();
     if (processFunds === null || now >= processFundsUntil) {
-      processFunds = new BatchFunds();
+      processFunds = new StoredFunds();
       processFundsUntil = now + STORED_FUNDS_TTL_MS;
     }
     return processFunds;
   }
 
-  function reserveOne(input: ReservationInput, decide: (funds: Funds) => number, stored: BatchFunds): number {
+  function reserveOne(input: ReservationInput, decide: (funds: Funds) => number, stored: StoredFunds): number {
     const account = stored.account(input.accountId);
     const key = input.keyLimited ? stored.key(input.keyId) : null;
     const windows: Funds["windows"] = {};
@@ -207,7 +211,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   const queue: PendingReservation[] = [];
   let scheduled = false;
   const decideBatch = client.transaction((batch: PendingReservation[]) => {
-    const stored = new BatchFunds();
+    const stored = new StoredFunds();
     for (const item of batch) {
       try {
         item.amount = reserveOne(item.input, item.decide, stored);
