@@ -29,7 +29,6 @@ interface Upstream {
   format: WireFormat;
 }
 
-const encoder = new TextEncoder();
 
 /** Runs plugin hooks around one upstream call per request: the core of the gateway. */
 export class Pipeline implements Gateway {

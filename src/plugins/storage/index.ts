@@ -42,8 +42,9 @@ export default definePlugin({
         return instance(repository);
       });
     }
-    const repository = createSqliteRepository(target.path, { ...options, holds: config.sqlite_holds ?? "process" });
-    host.log.info("storage open", { dialect: "sqlite", path: target.path, holds: config.sqlite_holds ?? "process" });
+    const holds = config.sqlite_holds ?? "process";
+    const repository = createSqliteRepository(target.path, { ...options, holds });
+    host.log.info("storage open", { dialect: "sqlite", path: target.path, holds });
     return instance(repository);
   },
 });

@@ -23,11 +23,15 @@ export function loadTokenizer(): Promise<void> {
  */
 async function buildO200k(): Promise<(text: string) => number> {
   const { GptEncoding } = await import("gpt-tokenizer/GptEncoding");
-  const packageRoot = dirname(dirname(Bun.resolveSync("gpt-tokenizer", import.meta.dir)));
-  const file = Bun.file(join(packageRoot, "data", "o200k_base.tiktoken"));
+  const file = Bun.file(o200kDataFile());
   if (!(await file.exists())) return (await import("gpt-tokenizer/encoding/o200k_base")).countTokens;
   const ranks = parseTiktokenRanks(await file.text());
   return GptEncoding.getEncodingApi("o200k_base", () => ranks).countTokens;
+}
+
+/** gpt-tokenizer's own o200k data file (the package exports no path to it). */
+export function o200kDataFile(): string {
+  return join(dirname(dirname(Bun.resolveSync("gpt-tokenizer", import.meta.dir))), "data", "o200k_base.tiktoken");
 }
 
 /**

@@ -1,14 +1,11 @@
 import { describe, expect, it } from "bun:test";
-import { dirname, join } from "node:path";
 import moduleRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 import { countTokens as moduleCount } from "gpt-tokenizer/encoding/o200k_base";
-import { countPromptTokens, loadTokenizer, parseTiktokenRanks } from "../../../src/plugins/token-count/count.ts";
-
-const tiktokenFile = join(dirname(dirname(Bun.resolveSync("gpt-tokenizer", import.meta.dir))), "data", "o200k_base.tiktoken");
+import { countPromptTokens, loadTokenizer, o200kDataFile, parseTiktokenRanks } from "../../../src/plugins/token-count/count.ts";
 
 describe("o200k tokenizer loaded from the .tiktoken data file", () => {
   it("builds exactly gpt-tokenizer's own rank table: same length, same text or bytes at every rank", async () => {
-    const ranks = parseTiktokenRanks(await Bun.file(tiktokenFile).text());
+    const ranks = parseTiktokenRanks(await Bun.file(o200kDataFile()).text());
     expect(ranks.length).toBe(moduleRanks.length);
     const differing: number[] = [];
     for (let rank = 0; rank < ranks.length; rank++) {

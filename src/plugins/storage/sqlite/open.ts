@@ -17,10 +17,14 @@ export interface OpenSqliteOptions {
 
 export const DEFAULT_MIGRATIONS_FOLDER = fileURLToPath(new URL("../../../../drizzle/sqlite", import.meta.url));
 
+/** `:memory:` and `file::memory:…` name a database that lives in this connection only. */
+export function isInMemoryPath(path: string): boolean {
+  return path === ":memory:" || path.startsWith("file::memory:");
+}
+
 /** Opens (creating file and parent directory if missing) a WAL-mode database and applies migrations. */
 export function openSqlite(path: string, options: OpenSqliteOptions = {}): { client: Database; db: SqliteDb } {
-  const inMemory = path === ":memory:" || path.startsWith("file::memory:");
-  if (!inMemory) mkdirSync(dirname(resolve(path)), { recursive: true });
+  if (!isInMemoryPath(path)) mkdirSync(dirname(resolve(path)), { recursive: true });
   const client = new Database(path, { create: true });
   try {
     // WAL: readers never block the writer. synchronous=NORMAL: a commit survives a process crash

@@ -16,7 +16,7 @@ import {
 } from "../repository.ts";
 import { newId } from "./ids.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
-import { openSqlite, type OpenSqliteOptions } from "./open.ts";
+import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createSqliteReservations, type HoldsMode } from "./reservations.ts";
 import { lockForHolds } from "./process-lock.ts";
@@ -53,11 +53,10 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const maxBatch = Math.max(1, options.maxBatch ?? 512);
   const log = options.log ?? createLogger("storage");
   const holds = options.holds ?? "shared";
-  const inMemory = path === ":memory:" || path.startsWith("file::memory:");
   const { client, db } = openSqlite(path, options); // creates the file's directory: lock after
   let lock: { release(): void } | null = null;
   try {
-    lock = inMemory ? null : lockForHolds(path, holds);
+    lock = isInMemoryPath(path) ? null : lockForHolds(path, holds);
   } catch (error) {
     client.close();
     throw error;
@@ -91,7 +90,6 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   let closed = false;
   function writeBatch(batch: readonly Generation[]): void {
     writer.write(batch);
-    reservations.storedChanged();
     reservations.forgetWritten(batch.map((g) => g.id));
   }
   const commits = createGroupCommit({ pending, write: writeBatch, flushIntervalMs, maxBatch, log });
@@ -335,15 +333,12 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async releaseStaleReservations(aliveSince) {
       assertOpen();
-      const released = reservations.releaseStaleReservations(aliveSince);
-      reservations.storedChanged();
-      return released;
+      return reservations.releaseStaleReservations(aliveSince);
     },
 
     async removeInstance(instanceId) {
       assertOpen();
       reservations.removeInstance(instanceId);
-      reservations.storedChanged();
     },
 
     async ping() {

@@ -42,6 +42,13 @@ export type HoldsMode = "shared" | "process";
 
 const STORED_FUNDS_TTL_MS = 1000;
 
+/** A refusal from `decide` stays the answer; any other failure is the store's, retried by the client. */
+function asRefusalOrBusy(error: unknown): GatewayError {
+  return error instanceof GatewayError
+    ? error
+    : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
+}
+
 export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
   const inProcess = mode === "process";
   /** This process's live holds, and the part of them whose requests are settled but not yet written. */
@@ -228,11 +235,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
     try {
       decideBatch.immediate(batch);
     } catch (error) {
-      const failure =
-        error instanceof GatewayError
-          ? error
-          : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
-      for (const item of batch) item.reject(failure);
+      for (const item of batch) item.reject(asRefusalOrBusy(error));
       return;
     }
     for (const item of batch) {
@@ -248,11 +251,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
         try {
           return Promise.resolve(reserveOne(input, decide, fundsForProcess()));
         } catch (error) {
-          return Promise.reject(
-            error instanceof GatewayError
-              ? error
-              : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error }),
-          );
+          return Promise.reject(asRefusalOrBusy(error));
         }
       }
       return new Promise((resolve, reject) => {
@@ -263,7 +262,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
         }
       });
     },
-    /** This process wrote to the store: figures read before are stale. */
+    /** This process changed funds in the store (credit, plan): figures read before are stale. */
     storedChanged(): void {
       processFunds = null;
     },
@@ -275,8 +274,9 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       add(settledByAccount, hold.accountId, hold.amount);
       add(settledByKey, hold.keyId, hold.amount);
     },
-    /** Generations written: their holds went in the same transaction. */
+    /** Generations written (their holds, when rows, went in the same transaction): debits are stored now. */
     forgetWritten(ids: Iterable<string>): void {
+      processFunds = null;
       for (const id of ids) unsettle(id);
     },
     releaseReservation(id: string): void {
@@ -287,6 +287,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       heartbeat.run(instanceId, now);
     },
     releaseStaleReservations(aliveSince: number): number {
+      processFunds = null;
       return client.transaction(() => {
         const released = releaseStale.run(aliveSince).changes;
         forgetStale.run(aliveSince);
@@ -294,6 +295,7 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       }).immediate();
     },
     removeInstance(instanceId: string): void {
+      processFunds = null;
       client.transaction(() => {
         releaseInstance.run(instanceId);
         forgetInstance.run(instanceId);
