@@ -3,7 +3,7 @@ import { join, resolve } from "node:path";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { freePort } from "../helpers/processes.ts";
-import { burst, exactCostRequest } from "../helpers/budget.ts";
+import { burst, credits, exactCostRequest, topUp } from "../helpers/budget.ts";
 import { nanoToUsd, nanoToUsdString } from "../../src/core/money.ts";
 
 /**
@@ -27,28 +27,18 @@ afterAll(async () => {
   await t?.stop();
 });
 
-async function topUp(accountId: string, amount: string): Promise<void> {
-  const { status, body } = await t.admin("POST", `/admin/v1/accounts/${accountId}/credits`, { amount, kind: "card", reference: crypto.randomUUID() });
-  expect(status, JSON.stringify(body)).toBe(201);
-}
-
-async function balanceOf(key: string): Promise<{ total_usage: number; balance: number }> {
-  const response = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
-  return ((await response.json()) as any).data;
-}
-
 describe("holds in the gateway's memory", () => {
   it("serve exactly 7 of 100 concurrent requests from a balance that covers 7, and bill exactly those", async () => {
     const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "process race");
     const credit = 7 * reservation + Math.floor(reservation / 2);
     const { accountId, key } = await t.newAccountWithKey({ credit: 0 });
-    await topUp(accountId, nanoToUsdString(credit));
+    await topUp(t, accountId, nanoToUsdString(credit));
     t.fake.reset();
     const outcomes = await burst(t.client(key), body, 100);
     expect(outcomes.filter((o) => o.ok)).toHaveLength(7);
     for (const o of outcomes) if (!o.ok) expect(o.error.code).toBe("insufficient_balance");
     expect(t.fake.requests).toHaveLength(7);
-    const balance = await balanceOf(key);
+    const balance = await credits(t, key);
     expect(balance.total_usage).toBe(nanoToUsd(7 * reservation));
     expect(balance.balance).toBe(nanoToUsd(credit - 7 * reservation));
   });
@@ -56,7 +46,7 @@ describe("holds in the gateway's memory", () => {
   it("serve exactly 7 of 100 against a key budget", async () => {
     const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "process key race");
     const { accountId, key } = await t.newAccountWithKey({ credit: 0, key: { limit: nanoToUsd(7 * reservation + Math.floor(reservation / 2)) } });
-    await topUp(accountId, "100");
+    await topUp(t, accountId, "100");
     const outcomes = await burst(t.client(key), body, 100);
     expect(outcomes.filter((o) => o.ok)).toHaveLength(7);
     for (const o of outcomes) if (!o.ok) expect(o.error.code).toBe("key_budget_exceeded");
@@ -66,7 +56,7 @@ describe("holds in the gateway's memory", () => {
     // 90,000 output tokens ≈ $3.60: the $5 card minimum covers one such hold, not two.
     const { body, reservation } = exactCostRequest(MODEL, 90_000, "process release");
     const { accountId, key } = await t.newAccountWithKey({ credit: 0 });
-    await topUp(accountId, "5");
+    await topUp(t, accountId, "5");
     expect(5e9).toBeGreaterThan(reservation);
     expect(5e9).toBeLessThan(2 * reservation);
     const client = t.client(key);
@@ -89,7 +79,7 @@ describe("holds in the gateway's memory", () => {
     await Bun.sleep(200); // the gateway notices the disconnect and settles the request
 
     // Only the streamed text was billed; the one hold the balance covers is free again.
-    const { balance } = await balanceOf(key);
+    const { balance } = await credits(t, key);
     expect(balance).toBeGreaterThan(nanoToUsd(reservation));
     const completion = await client.chat.completions.create(body as any);
     expect(completion.choices[0]!.message.content).toBeTruthy();
@@ -103,7 +93,7 @@ describe("funds read once and kept until the gateway writes again", () => {
     const client = t.client(key);
     const refused = await client.chat.completions.create(body as any).catch((e: InstanceType<typeof OpenAI.APIError>) => e);
     expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe("insufficient_balance");
-    await topUp(accountId, nanoToUsdString(Math.max(5e9, reservation)));
+    await topUp(t, accountId, nanoToUsdString(Math.max(5e9, reservation)));
     const served = await client.chat.completions.create(body as any);
     expect(served.choices[0]!.message.content).toBeTruthy();
   });

@@ -7,7 +7,7 @@ import { computeUsage } from "../fake-upstream/openai.ts";
 import { countTextTokens } from "../../src/plugins/token-count/count.ts";
 import { nanoToUsd, nanoToUsdString, usdToNano } from "../../src/core/money.ts";
 import { waitFor } from "../helpers/processes.ts";
-import { burst, catalog, exactCostRequest, worstCase, type Message } from "../helpers/budget.ts";
+import { burst, catalog, credits, exactCostRequest, topUp, worstCase, type Message } from "../helpers/budget.ts";
 
 /**
  * Budget reservations end to end: real HTTP through the official SDK, real SQLite. A request holds
@@ -34,17 +34,6 @@ function reservationCount(): number {
 
 async function noReservationsLeft(): Promise<void> {
   await waitFor(() => reservationCount() === 0, 2_000, "the reservations table to empty");
-}
-
-async function credits(key: string): Promise<{ total_credits: number; total_usage: number; balance: number; currency: string }> {
-  const response = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as any).data;
-}
-
-async function topUp(accountId: string, amount: string | number): Promise<void> {
-  const { status, body } = await t.admin("POST", `/admin/v1/accounts/${accountId}/credits`, { amount, kind: "card", reference: crypto.randomUUID() });
-  expect(status, JSON.stringify(body)).toBe(201);
 }
 
 function generationRow(id: string) {
@@ -93,7 +82,7 @@ describe("concurrent requests against a balance that covers 7", () => {
     const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "account race");
     const credit = 7 * reservation + Math.floor(reservation / 2);
     const { accountId, key } = await t.newAccountWithKey({ credit: 0 });
-    await topUp(accountId, nanoToUsdString(credit));
+    await topUp(t, accountId, nanoToUsdString(credit));
     t.fake.reset();
 
     const { result: outcomes, lowest, samples } = await watchFunds(ACCOUNT_AVAILABLE, accountId, burst(t.client(key), body, 100));
@@ -113,7 +102,7 @@ describe("concurrent requests against a balance that covers 7", () => {
     expect(lowest).toBeGreaterThanOrEqual(0);
 
     await noReservationsLeft();
-    const balance = await credits(key);
+    const balance = await credits(t, key);
     expect(balance.total_usage).toBeLessThanOrEqual(balance.total_credits);
     expect(balance.total_usage).toBe(nanoToUsd(7 * reservation));
     expect(balance.balance).toBe(nanoToUsd(credit - 7 * reservation));
@@ -125,7 +114,7 @@ describe("concurrent requests against a balance that covers 7", () => {
     const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "key race");
     const limit = 7 * reservation + Math.floor(reservation / 2);
     const { accountId, keyId, key } = await t.newAccountWithKey({ credit: 0, key: { limit: nanoToUsd(limit) } });
-    await topUp(accountId, 100);
+    await topUp(t, accountId, 100);
     t.fake.reset();
 
     const { result: outcomes, lowest } = await watchFunds(KEY_AVAILABLE, keyId, burst(t.client(key), body, 100));
@@ -148,7 +137,7 @@ describe("concurrent requests against a balance that covers 7", () => {
     const keyView = await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json() as Promise<any>);
     expect(keyView.data.usage).toBe(nanoToUsd(7 * reservation));
     expect(keyView.data.limit_remaining).toBe(nanoToUsd(limit - 7 * reservation));
-    const balance = await credits(key);
+    const balance = await credits(t, key);
     expect(balance.total_usage).toBe(nanoToUsd(7 * reservation));
     expect(balance.balance).toBe(nanoToUsd(usdToNano(100) - 7 * reservation));
   });
@@ -177,7 +166,7 @@ describe("insufficient balance", () => {
     expect(requestId).toMatch(/^gen-/);
     expect(t.fake.requests).toHaveLength(0);
     expect(generationCount(accountId)).toBe(0);
-    expect(await credits(key)).toEqual({ total_credits: 5, total_usage: 0, balance: 5, currency: "USD" });
+    expect(await credits(t, key)).toEqual({ total_credits: 5, total_usage: 0, balance: 5, currency: "USD" });
     expect(reservationCount()).toBe(0);
 
     // Exactly the affordable figure is served.
@@ -206,13 +195,13 @@ describe("insufficient balance", () => {
     expect(t.fake.requests).toHaveLength(0);
     expect(generationCount(accountId)).toBe(0);
 
-    await topUp(accountId, 5);
+    await topUp(t, accountId, 5);
     const completion = await client.chat.completions.create(request);
     expect(completion.choices[0]!.message.content).toBe("Hello from gpt-6-luna.");
     const usage = computeUsage(request);
     const cost = usage.prompt_tokens * 100 + usage.completion_tokens * 500;
     await noReservationsLeft();
-    expect(await credits(key)).toEqual({ total_credits: 5, total_usage: nanoToUsd(cost), balance: nanoToUsd(usdToNano(5) - cost), currency: "USD" });
+    expect(await credits(t, key)).toEqual({ total_credits: 5, total_usage: nanoToUsd(cost), balance: nanoToUsd(usdToNano(5) - cost), currency: "USD" });
   });
 });
 
@@ -301,7 +290,7 @@ describe("requests that end early", () => {
     expect(row.total_cost_nano).toBe(bound * 100 + outputTokens * 500);
     expect(row.total_cost_nano).toBeGreaterThan(0);
     await noReservationsLeft();
-    const balance = await credits(key);
+    const balance = await credits(t, key);
     expect(balance.total_usage).toBe(nanoToUsd(row.total_cost_nano));
     expect(balance.balance).toBe(nanoToUsd(usdToNano(5) - row.total_cost_nano));
     expect(generationCount(accountId)).toBe(1);
@@ -324,7 +313,7 @@ describe("requests that end early", () => {
     await waitFor(() => generationRow(requestId) !== null, 2_000, "the failed generation");
     expect(generationRow(requestId)).toMatchObject({ status: "failed", error_code: "upstream_error", total_cost_nano: 0 });
     await noReservationsLeft();
-    expect(await credits(key)).toEqual({ total_credits: 5, total_usage: 0, balance: 5, currency: "USD" });
+    expect(await credits(t, key)).toEqual({ total_credits: 5, total_usage: 0, balance: 5, currency: "USD" });
   });
 
   it("an upstream timeout is a 504 that charges nothing and releases the hold", async () => {
@@ -380,6 +369,6 @@ describe("error wire format", () => {
         expect(json.error).toEqual({ message: expect.stringContaining("Retrying will not help"), type, code, param: null });
       }
     }
-    expect(await credits(limited.key)).toEqual({ total_credits: 5, total_usage: 0, balance: 5, currency: "USD" });
+    expect(await credits(t, limited.key)).toEqual({ total_credits: 5, total_usage: 0, balance: 5, currency: "USD" });
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from "bun:test";
 import OpenAI from "openai";
+import type { TestGateway } from "./gateway.ts";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { countPromptTokens } from "../../src/plugins/token-count/count.ts";
 
@@ -48,3 +49,16 @@ export async function burst(client: OpenAI, body: Record<string, unknown>, count
   );
 }
 
+
+/** The key's account figures from GET /v1/credits (USD). */
+export async function credits(t: TestGateway, key: string): Promise<{ total_credits: number; total_usage: number; balance: number; currency: string }> {
+  const response = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
+  expect(response.status).toBe(200);
+  return ((await response.json()) as any).data;
+}
+
+/** A card credit through the admin API. */
+export async function topUp(t: TestGateway, accountId: string, amount: string | number): Promise<void> {
+  const { status, body } = await t.admin("POST", `/admin/v1/accounts/${accountId}/credits`, { amount, kind: "card", reference: crypto.randomUUID() });
+  expect(status, JSON.stringify(body)).toBe(201);
+}
