@@ -43,7 +43,11 @@ export interface GatewayContext {
   upstreamOutputCap?: number;
   /** Writer: the core, from the upstream's answer (metering may estimate it for a stream cut short). */
   usage?: Usage;
-  /** The upstream's id of the response (chat-completion id). Writer: the core. */
+  /**
+   * The id of the answer as the client got it, when it is not the request id and the request may be
+   * looked up by it (a relayed Responses answer). Chat completions carry the request id itself, like
+   * OpenRouter's `gen-…` ids. Writer: the core (non-streamed) or the format's stream relay.
+   */
   responseId?: string;
   /** Billed cost in nano-USD. Writer: metering. */
   cost?: NanoUsd;

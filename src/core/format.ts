@@ -17,7 +17,10 @@ export interface WireFormat {
 
   /** The upstream body for a client of this same format (model renamed, usage requested). */
   relayRequestBody(ctx: GatewayContext, upstreamModel: string): Record<string, unknown>;
-  /** Reads usage and id from a non-streaming upstream answer. */
+  /**
+   * Reads usage from a non-streaming upstream answer, and its id when the client gets that id as is and
+   * may look the request up by it (see GatewayContext.responseId; absent: the request id serves).
+   */
   readResponse(body: Record<string, unknown>): { usage: Usage; id?: string };
   /** The client's body from the upstream's answer (same format): model name restored. */
   relayResponse(body: Record<string, unknown>, ctx: GatewayContext): unknown;

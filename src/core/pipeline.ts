@@ -147,9 +147,10 @@ export class Pipeline implements Gateway {
     }
     const format = upstream.format;
     const translated = crossesFormats(ctx, format) ? format.translation!.decodeResponse(body) : undefined;
+    // A translated answer's id is made from the request id: only a relayed one may keep its own.
     const { usage, id } = translated ?? format.readResponse(body);
     ctx.usage = usage;
-    ctx.responseId = id;
+    if (!translated) ctx.responseId = id;
     for (const stage of this.responseHooks) {
       const pending = stage.instance.onResponse!(ctx);
       if (pending) await pending;
@@ -248,7 +249,6 @@ export class Pipeline implements Gateway {
   /** What the core reads from each stream event, then every plugin's onStreamEvent. */
   private observe(ctx: GatewayContext, event: StreamEvent): void {
     if (event.type === "usage") ctx.usage = event.usage;
-    else if (event.type === "message_start" && event.id) ctx.responseId = event.id;
     for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
   }
 

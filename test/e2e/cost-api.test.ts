@@ -202,6 +202,8 @@ describe("GET /v1/generation", () => {
     // The cost header and the record agree.
     expect(usdToNano(response.headers.get("x-gateway-cost")!)).toBe(cost.totalCost);
 
+    // OpenRouter's convention: the completion's id is the request id, whatever the upstream called it.
+    expect(completion.id).toBe(requestId);
     const byCompletionId = await get(`/v1/generation?id=${encodeURIComponent(completion.id)}`, key);
     expect(byCompletionId.body).toEqual(byRequestId.body);
   });
@@ -214,8 +216,10 @@ describe("GET /v1/generation", () => {
     const requestId = response.headers.get("x-gateway-request-id")!;
     expect(requestId).toMatch(/^gen-/);
     expect(response.headers.get("x-gateway-cost")).toBeNull();
-    let chunkId = "";
-    for await (const chunk of stream) chunkId ||= chunk.id;
+    const chunkIds = new Set<string>();
+    for await (const chunk of stream) chunkIds.add(chunk.id);
+    expect([...chunkIds]).toEqual([requestId]);
+    const chunkId = requestId;
 
     const byRequestId = await get(`/v1/generation?id=${requestId}`, key);
     const cost = expectedCost("deepseek-v4-pro", computeUsage(request, d));

@@ -43,10 +43,8 @@ export function withoutForeignThinking(messages: unknown): unknown {
 
 /** Usage and id of a non-streaming Anthropic answer. */
 export function readMessagesResponse(body: Record<string, unknown>): { usage: Usage; id?: string } {
-  return {
-    usage: readMessagesUsage(body.usage as never) ?? { ...ZERO_USAGE },
-    id: typeof body.id === "string" ? body.id : undefined,
-  };
+  // No id: a Messages id is not a lookup key (spec); the request id header is.
+  return { usage: readMessagesUsage(body.usage as never) ?? { ...ZERO_USAGE } };
 }
 
 /** The client's body: the model the client asked for; undefined when the upstream text can go as is. */

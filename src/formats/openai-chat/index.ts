@@ -12,10 +12,8 @@ export const openaiChat: WireFormat = {
   errorResponse: (error: GatewayError, headers?: Record<string, string>) => errorResponse(error, headers),
   relayRequestBody: relayChatRequestBody,
   readResponse(body) {
-    return {
-      usage: readChatUsage(body.usage as never) ?? { ...ZERO_USAGE },
-      id: typeof body.id === "string" ? body.id : undefined,
-    };
+    // No id: the client gets the request id in its place (relayChatResponse).
+    return { usage: readChatUsage(body.usage as never) ?? { ...ZERO_USAGE } };
   },
   relayResponse: relayChatResponse,
   createStreamRelay: createChatStreamRelay,

@@ -35,12 +35,30 @@ export function relayChatRequestBody(ctx: GatewayContext, upstreamModel: string)
   return body;
 }
 
-/** The client's body: the model the client asked for; undefined when the upstream text can go as is. */
+/**
+ * The client's body: the request id as the completion's id (OpenRouter's convention: the id the
+ * generation lookup takes) and the model the client asked for.
+ */
 export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayContext): unknown {
-  if (body.model === ctx.request.model) return undefined;
+  body.id = ctx.requestId;
   body.model = ctx.request.model;
   return body;
 }
+
+/**
+ * A chunk's text with its top-level id replaced by the request id, without re-serializing it: only when
+ * the id is the object's first member (as every OpenAI-compatible upstream sends it) and needs no
+ * escaping; null otherwise (the caller re-serializes).
+ */
+function spliceChunkId(data: string, upstreamId: string, requestId: string): string | null {
+  const head = LEADING_ID.exec(data);
+  if (head === null || head[1] !== upstreamId) return null;
+  const valueStart = head[0].length - upstreamId.length - 1;
+  return data.slice(0, valueStart) + requestId + data.slice(valueStart + upstreamId.length);
+}
+
+/** `{"id": "<id>"` at the start of a chunk, the id free of escapes. */
+const LEADING_ID = /^\{\s*"id"\s*:\s*"([\w.:-]*)"/;
 
 const DONE: RelayedFrame = { out: "data: [DONE]\n\n", events: [] };
 
@@ -56,6 +74,7 @@ const FINISH: Record<string, FinishReason> = {
 export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
   const keepUsage = ctx.request.clientWantsStreamUsage;
+  const requestId = ctx.requestId;
   let started = false;
   return {
     onFrame(frame: SseFrame): RelayedFrame {
@@ -73,12 +92,17 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
       }
       if (!started) {
         started = true;
-        events.push({ type: "message_start", id: typeof chunk.id === "string" ? chunk.id : undefined });
+        events.push({ type: "message_start", id: requestId });
       }
       const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
       if (choice) readDelta(choice, events);
       const usage = readChatUsage(chunk.usage);
       let rewrite = chunk.model !== undefined && chunk.model !== clientModel;
+      let data: string | null = frame.data;
+      if (chunk.id !== requestId) {
+        data = typeof chunk.id === "string" ? spliceChunkId(data, chunk.id, requestId) : null;
+        if (data === null) rewrite = true;
+      }
       if (usage) {
         events.push({ type: "usage", usage });
         if (!keepUsage) {
@@ -88,10 +112,11 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
         }
       }
       if (rewrite) {
+        chunk.id = requestId;
         if (chunk.model !== undefined) chunk.model = clientModel;
         return { out: `data: ${JSON.stringify(chunk)}\n\n`, events };
       }
-      return { out: `data: ${frame.data}\n\n`, events };
+      return { out: `data: ${data}\n\n`, events };
     },
   };
 }

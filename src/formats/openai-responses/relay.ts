@@ -53,7 +53,7 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
       const events = reader.read(event);
       const response = event?.response;
       if (response && typeof response === "object") {
-        if (typeof response.id === "string") responseId = response.id;
+        if (typeof response.id === "string") ctx.responseId = responseId = response.id;
         if (response.model !== undefined && response.model !== clientModel) {
           response.model = clientModel;
           return { out: sseFrame(JSON.stringify(event), frame.event), events };

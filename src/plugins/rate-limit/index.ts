@@ -4,7 +4,6 @@ import type { Principal } from "../auth/principal.ts";
 import { rateLimitConfigSchema } from "./schema.ts";
 import type { Denial, WindowStore } from "./gcra.ts";
 import { createMemoryStore } from "./memory-store.ts";
-import { createRedisStore } from "./redis-store.ts";
 import { createPromotionalStatus } from "./promotional.ts";
 import { capBinds, limitExceeded, promptTooLarge, stricter } from "./limits.ts";
 import type { EffectiveLimits, RateLimitService } from "./service.ts";
@@ -27,7 +26,8 @@ export default definePlugin({
     const capped = capRpm > 0 || capTpm > 0;
     const promotional = createPromotionalStatus(store, now, config.promotional_cache_ms);
     const windows: WindowStore = config.redis_url
-      ? await createRedisStore({
+      ? // ioredis (~7 MB resident) is loaded only when counts live in Redis.
+        await (await import("./redis-store.ts")).createRedisStore({
           url: config.redis_url,
           keyPrefix: config.redis_key_prefix,
           commandTimeoutMs: config.redis_command_timeout_ms,

@@ -70,10 +70,10 @@ describe("openai-chat encodeResponse", () => {
     usage: { inputTokens: 1200, cacheReadTokens: 1000, cacheWriteTokens: 150, outputTokens: 80, reasoningTokens: 30 },
   };
 
-  it("writes a chat completion with the client's model, a chatcmpl- id and tool_calls as the finish", () => {
+  it("writes a chat completion with the client's model, the request id as its id and tool_calls as the finish", () => {
     const body = encodeResponse(response, chatContext({ model: "claude-sonnet-5-5" })) as any;
     expect(body).toEqual({
-      id: "chatcmpl-msg_01abc",
+      id: "gen-0123456789abcdef0123456789abcdef",
       object: "chat.completion",
       created: 1_800_000_000,
       model: "claude-sonnet-5-5",
@@ -102,12 +102,11 @@ describe("openai-chat encodeResponse", () => {
     expect(JSON.stringify(body)).not.toContain('"sig"');
   });
 
-  it("keeps an id that already has the chatcmpl- prefix, and writes null content for a tool-call-only answer", () => {
+  it("writes null content for a tool-call-only answer", () => {
     const body = encodeResponse(
       { ...response, id: "chatcmpl-7", content: [{ type: "tool_call", id: "c", name: "f", arguments: "" }], finishReason: "tool_calls" },
       chatContext(),
     ) as any;
-    expect(body.id).toBe("chatcmpl-7");
     expect(body.choices[0].message.content).toBeNull();
     expect(body.choices[0].message.tool_calls[0].function.arguments).toBe("{}");
   });

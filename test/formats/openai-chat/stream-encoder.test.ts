@@ -22,12 +22,12 @@ const EVENTS: StreamEvent[] = [
 ];
 
 describe("openai-chat stream encoder", () => {
-  it("writes the role chunk first, stable ids, the client's model, tool calls 0.., one finish, then [DONE]", () => {
+  it("writes the role chunk first, the request id on every chunk, the client's model, tool calls 0.., one finish, then [DONE]", () => {
     const sse = encodeAll(openaiChatTranslation.createStreamEncoder(chatContext({ model: "claude-sonnet-5-5" })), EVENTS);
     const out = payloads(sse);
     expect(out.at(-1)).toBe("[DONE]");
     const chunks = out.slice(0, -1);
-    expect(new Set(chunks.map((c) => c.id))).toEqual(new Set(["chatcmpl-msg_01"]));
+    expect(new Set(chunks.map((c) => c.id))).toEqual(new Set(["gen-0123456789abcdef0123456789abcdef"]));
     expect(new Set(chunks.map((c) => c.model))).toEqual(new Set(["claude-sonnet-5-5"]));
     expect(chunks.map((c) => c.choices[0].delta)).toEqual([
       { role: "assistant", content: "" },
@@ -50,7 +50,7 @@ describe("openai-chat stream encoder", () => {
     const out = payloads(encodeAll(openaiChatTranslation.createStreamEncoder(chatContext({ wantsUsage: true })), EVENTS));
     expect(out.at(-1)).toBe("[DONE]");
     expect(out.at(-2)).toMatchObject({
-      id: "chatcmpl-msg_01",
+      id: "gen-0123456789abcdef0123456789abcdef",
       choices: [],
       usage: {
         prompt_tokens: 1200,
@@ -74,7 +74,7 @@ describe("openai-chat stream encoder", () => {
     const out = payloads(sse);
     expect(out.at(-1)).toEqual({ error: { message: "Overloaded", type: "upstream_error", code: "overloaded_error" } });
     expect(sse).not.toContain("[DONE]");
-    expect(out[0].id).toBe("chatcmpl-gen-0123456789abcdef0123456789abcdef");
+    expect(out[0].id).toBe("gen-0123456789abcdef0123456789abcdef");
   });
 
   it("demotes a tool_calls finish to stop when no tool call was sent", () => {

@@ -70,7 +70,7 @@ export function encodeChatResponse(response: CanonicalResponse, ctx: GatewayCont
   if (reasoning !== "") message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return {
-    id: chatCompletionId(response.id, ctx),
+    id: ctx.requestId, // the id a chat client sees, whatever the upstream: the generation lookup's key
     object: "chat.completion",
     created: Math.floor(ctx.startedAt / 1000),
     model: ctx.request.model,
@@ -87,11 +87,6 @@ function chatToolCall(part: Extract<CanonicalPart, { type: "tool_call" }>, custo
   return { id: part.id, type: "function", function: { name: part.name, arguments: part.arguments || "{}" } };
 }
 
-/** The id a chat client sees: the upstream's id with the `chatcmpl-` prefix (the request id when there is none). */
-export function chatCompletionId(id: string | undefined, ctx: GatewayContext): string {
-  const base = id || ctx.requestId;
-  return base.startsWith("chatcmpl-") ? base : `chatcmpl-${base}`;
-}
 
 /** Canonical usage in chat's shape (wire reference E.8): prompt_tokens already holds the cache tokens. */
 export function chatUsage(usage: Usage): Json {

@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import type { StreamEncoder } from "../../../core/format.ts";
 import type { StreamEvent, Usage } from "../../canonical.ts";
 import { finishToChat } from "./finish.ts";
-import { chatCompletionId, chatUsage } from "./response.ts";
+import { chatUsage } from "./response.ts";
 
 type Json = Record<string, unknown>;
 
@@ -38,16 +38,16 @@ export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
   }
 
   /** The role chunk, once, before anything else the client sees. */
-  function start(upstreamId?: string): string {
+  function start(): string {
     if (id !== undefined) return "";
-    id = chatCompletionId(upstreamId, ctx);
+    id = ctx.requestId;
     return chunk({ role: "assistant", content: "" });
   }
 
   function encodeEvent(event: StreamEvent): string {
     switch (event.type) {
       case "message_start":
-        return start(event.id);
+        return start();
       case "text_delta":
         return event.text === "" ? "" : start() + chunk({ content: event.text });
       case "reasoning_delta":
@@ -86,7 +86,7 @@ export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
       if (failed) return "";
       let out = "";
       if (usage && ctx.request.clientWantsStreamUsage) {
-        id ??= chatCompletionId(undefined, ctx);
+        id ??= ctx.requestId;
         out += frame({ id, object: "chat.completion.chunk", created, model, choices: [], usage: chatUsage(usage) });
       }
       return out + DONE;

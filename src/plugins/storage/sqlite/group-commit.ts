@@ -39,9 +39,9 @@ export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, l
     pending.settle(1);
   }
 
-  /** Commits the whole queue; throws on a failure that may pass (the queue is kept). */
-  function writeQueued(): void {
-    while (pending.size > 0) {
+  /** Commits the queue (at most `batches` transactions); throws on a failure that may pass (the queue is kept). */
+  function writeQueued(batches = Infinity): void {
+    for (let written = 0; pending.size > 0 && written < batches; written++) {
       const batch = pending.queue.slice(0, maxBatch);
       try {
         write(batch);
@@ -67,7 +67,9 @@ export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, l
   function tick(): void {
     if (stopped || pending.size === 0) return;
     try {
-      writeQueued();
+      // One transaction per turn of the event loop: a backlog (a burst, writes resumed after a failure) never stalls it long.
+      writeQueued(1);
+      if (pending.size > 0) immediate ??= setImmediate(onImmediate);
     } catch (error) {
       failures += 1;
       const retryMs = Math.min(MAX_RETRY_DELAY_MS, flushIntervalMs * 2 ** failures);

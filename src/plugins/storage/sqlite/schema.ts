@@ -84,7 +84,9 @@ export const generations = sqliteTable(
   },
   (t) => [
     index("generations_account_created_idx").on(t.accountId, t.createdAt),
-    index("generations_account_response_idx").on(t.accountId, t.responseId),
+    // Only answers whose id is not the request id carry one (a relayed Responses answer): chat and
+    // Messages rows stay out of this index, so the hot insert path pays for no random-keyed index.
+    index("generations_account_response_idx").on(t.accountId, t.responseId).where(sql`${t.responseId} is not null`),
   ],
 );
 

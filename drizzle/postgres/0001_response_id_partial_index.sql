@@ -1,0 +1,2 @@
+DROP INDEX "generations_account_response_idx";--> statement-breakpoint
+CREATE INDEX "generations_account_response_idx" ON "generations" USING btree ("account_id","response_id") WHERE "generations"."response_id" is not null;
