@@ -23,7 +23,7 @@ declare module "../../core/context.ts" {
   }
 }
 
-/** Prices each request's usage exactly and writes its generation record and ledger debit. */
+/** Prices each request's usage exactly and writes its generation record (its usage debit in the ledger). */
 export default definePlugin({
   name: "metering",
   requires: ["storage", "auth", "catalog", "token-count"],

@@ -169,12 +169,12 @@ export interface Repository {
   keyUsage(keyId: string): Promise<NanoUsd>;
 
   /**
-   * Meters one request: the generation record, its ledger debit (totalCost), the key's and
-   * account's totals and the daily roll-up, all in one transaction. Writes may be batched (group
+   * Meters one request: the generation record (with totalCost > 0 it is the request's usage debit in
+   * the ledger), the key's and account's totals and the daily roll-up, all in one transaction. Writes may be batched (group
    * commit), but the record and totals are visible to every read of this repository at once.
    */
   recordGeneration(generation: Generation): void;
-  /** A generation of the account by request id or chat-completion id. */
+  /** A generation of the account by request id (= chat-completion id) or a relayed Responses id. */
   findGeneration(accountId: string, id: string): Promise<Generation | null>;
   /** Newest first. */
   listGenerations(accountId: string, page: RequestPage): Promise<Generation[]>;

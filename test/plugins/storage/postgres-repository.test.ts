@@ -145,6 +145,7 @@ if (!ADMIN_URL) {
         "api_keys",
         "gateway_instances",
         "generations",
+        "ledger", // the view over ledger_entries and generations
         "ledger_entries",
         "reservations",
         "settings",

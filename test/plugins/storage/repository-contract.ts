@@ -70,14 +70,14 @@ export function repositoryContract(harness: ContractHarness): void {
   const count = async (store: ContractStore, query: string, ...params: (string | number)[]) =>
     (await one<{ n: number }>(store, `select count(*) as n from ${query}`, ...params)).n;
 
-  /** The account's committed ledger, summed with raw SQL. */
+  /** The account's committed ledger (credits, plans and the generations that are usage debits), summed with raw SQL. */
   const ledgerSums = (store: ContractStore, accountId: string) =>
     one<{ credits: number; debits: number; balance: number }>(
       store,
       `select coalesce(sum(case when amount_nano > 0 then amount_nano end), 0) as credits,
               coalesce(-sum(case when amount_nano < 0 then amount_nano end), 0) as debits,
               coalesce(sum(amount_nano), 0) as balance
-         from ledger_entries where account_id = ?`,
+         from ledger where account_id = ?`,
       accountId,
     );
 
@@ -238,9 +238,11 @@ export function repositoryContract(harness: ContractHarness): void {
 
       await repository.flush();
       expect(await count(store, "generations")).toBe(1);
-      expect(await store.all("select kind, amount_nano, reference, generation_id from ledger_entries where kind = 'usage'")).toEqual([
-        { kind: "usage", amount_nano: -4_000, reference: generation.id, generation_id: generation.id },
+      // One row per request: the generation is its own usage debit.
+      expect(await store.all("select id, kind, amount_nano, reference from ledger where kind = 'usage'")).toEqual([
+        { id: generation.id, kind: "usage", amount_nano: -4_000, reference: generation.id },
       ]);
+      expect(await count(store, "ledger_entries")).toBe(1); // the card credit
       await expectTotalsIncludingIt();
       expect(await ledgerSums(store, account.id)).toEqual({ credits: 1_000_000, debits: 4_000, balance: 996_000 });
     });
@@ -257,7 +259,7 @@ export function repositoryContract(harness: ContractHarness): void {
       repository.recordGeneration(generation);
       await repository.flush();
       expect((await repository.accountTotals(account.id)).debits).toBe(3_000);
-      expect(await count(store, "ledger_entries where generation_id = ?", generation.id)).toBe(1);
+      expect(await count(store, "ledger where reference = ?", generation.id)).toBe(1);
       expect((await ledgerSums(store, account.id)).debits).toBe(3_000);
     });
 

@@ -1,4 +1,7 @@
 import { Database } from "bun:sqlite";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
 import { UnavailableError } from "../../../src/core/errors.ts";
 import type { Repository } from "../../../src/plugins/storage/repository.ts";
@@ -6,6 +9,7 @@ import {
   createSqliteRepository,
   type SqliteRepositoryOptions,
 } from "../../../src/plugins/storage/sqlite/repository.ts";
+import { DEFAULT_MIGRATIONS_FOLDER, openSqlite } from "../../../src/plugins/storage/sqlite/open.ts";
 import { captureLog, makeGeneration, rawAll, rawGet, removeTempDirs, tempDbPath } from "./helpers.ts";
 import { repositoryContract } from "./repository-contract.ts";
 
@@ -51,14 +55,14 @@ async function accountWithKey(repository: Repository, keyHash: string = crypto.r
   return { account, key };
 }
 
-/** The account's committed ledger, summed with raw SQL. */
+/** The account's committed ledger (credits, plans, and generations as usage debits), summed with raw SQL. */
 function ledgerSums(path: string, accountId: string) {
   return rawGet<{ credits: number; debits: number; balance: number }>(
     path,
     `select coalesce(sum(case when amount_nano > 0 then amount_nano end), 0) as credits,
             coalesce(-sum(case when amount_nano < 0 then amount_nano end), 0) as debits,
             coalesce(sum(amount_nano), 0) as balance
-       from ledger_entries where account_id = ?`,
+       from ledger where account_id = ?`,
     accountId,
   );
 }
@@ -119,7 +123,7 @@ describe("storage/sqlite repository", () => {
     expect(ledgerSums(path, account.id).debits).toBe(3_000);
   });
 
-  it("survives kill -9 mid-metering: every stored request has exactly its debit and totals match the ledger", async () => {
+  it("survives kill -9 mid-metering: totals match the ledger, whose debits are exactly the stored requests", async () => {
     const path = tempDbPath();
     const setup = createSqliteRepository(path, { log: captureLog() });
     const { account, key } = await accountWithKey(setup);
@@ -138,24 +142,8 @@ describe("storage/sqlite repository", () => {
     }
 
     const reopened = openRepository(path);
-    // Every generation with a cost has exactly its debit, and no debit lacks its generation.
-    expect(
-      rawGet<{ n: number }>(
-        path,
-        `select count(*) as n from generations g
-           left join (select generation_id, count(*) as entries, sum(amount_nano) as amount
-                        from ledger_entries where kind = 'usage' group by generation_id) l on l.generation_id = g.id
-           where (g.total_cost_nano > 0 and (l.entries is null or l.entries <> 1 or l.amount <> -g.total_cost_nano))
-              or (g.total_cost_nano = 0 and l.entries is not null)`,
-      ).n,
-    ).toBe(0);
-    expect(
-      rawGet<{ n: number }>(
-        path,
-        `select count(*) as n from ledger_entries l
-           where l.kind = 'usage' and not exists (select 1 from generations g where g.id = l.generation_id)`,
-      ).n,
-    ).toBe(0);
+    // Usage debits are the generations themselves: nothing else was written for them.
+    expect(rawGet<{ n: number }>(path, "select count(*) as n from ledger_entries where kind = 'usage'").n).toBe(0);
     expect(rawGet<{ n: number }>(path, "select count(*) as n from generations where total_cost_nano = 0").n).toBeGreaterThan(0);
     const generationSum = rawGet<{ s: number }>(path, "select sum(total_cost_nano) as s from generations").s;
     const sums = ledgerSums(path, account.id);
@@ -193,4 +181,41 @@ describe("storage/sqlite repository", () => {
     console.log(`group commit: ${Math.round(total / (elapsed / 1000))} generations/s (${total} in batches of ${batch}, random request ids)`);
     expect((await repository.accountTotals(account.id)).debits).toBe(Math.ceil(total / batch) * batch * 3_000);
   }, 60_000);
+});
+
+describe("storage/sqlite migration 0005 (usage debits are the generations)", () => {
+  it("keeps a pre-0005 database's balance: only the usage rows that repeat their generation go", async () => {
+    const path = tempDbPath();
+    // The migrations up to 0004, as a database written before this change has them.
+    const before = mkdtempSync(join(tmpdir(), "migrations-"));
+    cpSync(DEFAULT_MIGRATIONS_FOLDER, before, { recursive: true });
+    const journal = JSON.parse(readFileSync(join(before, "meta/_journal.json"), "utf8"));
+    const at = journal.entries.findIndex((entry: { tag: string }) => entry.tag.startsWith("0005_"));
+    expect(at).toBeGreaterThan(0);
+    journal.entries = journal.entries.slice(0, at);
+    writeFileSync(join(before, "meta/_journal.json"), JSON.stringify(journal));
+    const old = openSqlite(path, { migrationsFolder: before }).client;
+    old.exec(`insert into accounts (id, name, created_at, total_credits_nano, total_debits_nano) values ('acct_1', 'a', 0, 1000000, 3500)`);
+    old.exec(`insert into api_keys (id, account_id, name, key_hash, label, created_at) values ('key_1', 'acct_1', 'k', 'h', 'l', 0)`);
+    old.exec(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at) values ('le_c', 'acct_1', 'card', 1000000, 'pi_1', null, 1)`);
+    for (const [id, cost] of [["gen-a", 1500], ["gen-b", 2000], ["gen-c", 0]] as const) {
+      const g = makeGeneration("acct_1", "key_1", { id, inputCost: cost, outputCost: 0, totalCost: cost });
+      old.query(
+        `insert into generations (id, response_id, account_id, key_id, model, provider, ingress, stream, status, error_code, created_at, latency_ms,
+           time_to_first_token_ms, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, input_cost_nano,
+           cache_read_cost_nano, cache_write_cost_nano, output_cost_nano, total_cost_nano)
+         values (?, null, ?, ?, ?, ?, ?, 0, 'success', null, 2, 1, null, 1, 1, 0, 0, 0, ?, 0, 0, 0, ?)`,
+      ).run(g.id, g.accountId, g.keyId, g.model, g.provider, g.ingress, cost, cost);
+      if (cost > 0) {
+        old.query(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at) values (?, 'acct_1', 'usage', ?, ?, ?, 2)`).run(`le_${id}`, -cost, id, id);
+      }
+    }
+    old.close();
+    rmSync(before, { recursive: true, force: true });
+
+    const repository = openRepository(path);
+    expect(rawAll(path, "select id, kind from ledger_entries order by id")).toEqual([{ id: "le_c", kind: "card" }]);
+    expect(ledgerSums(path, "acct_1")).toEqual({ credits: 1_000_000, debits: 3_500, balance: 996_500 });
+    expect(await repository.accountTotals("acct_1")).toEqual({ credits: 1_000_000, debits: 3_500, balance: 996_500, paidCredits: 0 });
+  });
 });

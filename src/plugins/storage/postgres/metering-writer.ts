@@ -1,13 +1,12 @@
 import type { SQL } from "bun";
 import type { Generation } from "../repository.ts";
-import { newId } from "../sqlite/ids.ts";
 import { spendBucketStart } from "../sqlite/metering-writer.ts";
 import { addToCounters, emptyCounters, utcDay } from "../sqlite/pending.ts";
 import { pipelinedTransaction } from "./pipeline.ts";
 
 /**
  * Each statement takes the whole batch as arrays (`unnest`), and the statements are pipelined, so a
- * batch costs two round trips (BEGIN + reservations, generations and debits; the rest + COMMIT), not a
+ * batch costs two round trips (BEGIN + reservations and generations; the rest + COMMIT), not a
  * few per generation. Rows another transaction may also lock are locked or upserted in key order, in one
  * global order: roll-ups, spend buckets, accounts, keys. So two gateways' batches never deadlock, and
  * accounts come before keys as in `reserve`; they come LAST, so the rows every reservation waits on
@@ -15,8 +14,8 @@ import { pipelinedTransaction } from "./pipeline.ts";
  */
 /**
  * The head of the batch in ONE statement: its reservations go; its generations are inserted unless
- * already stored (a request is metered once, a retried batch is harmless); each NEW one with a cost
- * gets its ledger debit (ids made here, $24, one per generation). Returns the ids inserted.
+ * already stored (a request is metered once, a retried batch is harmless). A generation with a cost
+ * is its own usage debit in the ledger (schema.ts). Returns the ids inserted.
  */
 const STORE_GENERATIONS = `
 with released as (delete from reservations where id = any($1::text[])),
@@ -28,13 +27,7 @@ stored as (
     $9::text[], $10::text[], $11::bigint[], $12::integer[], $13::integer[], $14::integer[], $15::integer[], $16::integer[],
     $17::integer[], $18::integer[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[])
   on conflict (id) do nothing
-  returning id, account_id, total_cost_nano, created_at
-),
-debits as (
-  insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at)
-  select e.entry_id, s.account_id, 'usage', -s.total_cost_nano, s.id, s.id, s.created_at
-    from stored s join unnest($1::text[], $24::text[]) as e(generation_id, entry_id) on e.generation_id = s.id
-   where s.total_cost_nano > 0
+  returning id
 )
 select id from stored`;
 
@@ -80,7 +73,7 @@ function sortedColumns(map: Map<string, number>): [string[], number[]] {
 
 /**
  * Writes a batch of generations in ONE transaction: the batch's reservations go, and per new
- * generation its row and its ledger debit; per account, key, (account, key, day, model) and
+ * generation its row (its usage debit in the ledger); per account, key, (account, key, day, model) and
  * (account, 5-minute bucket) one aggregated update. A generation id already stored is skipped whole
  * (on conflict do nothing): a request is never debited twice, and a retried batch is harmless.
  */
@@ -114,7 +107,6 @@ export function createMeteringWriter(client: SQL) {
           batch.map((g) => g.cacheWriteCost),
           batch.map((g) => g.outputCost),
           batch.map((g) => g.totalCost),
-          batch.map(() => newId("le")),
         ]),
       ])) as [{ id: string }[]];
       if (insertedRows.length === 0) return;

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, check, index, integer, pgTable, primaryKey, text } from "drizzle-orm/pg-core";
+import { bigint, boolean, check, index, integer, pgTable, pgView, primaryKey, text } from "drizzle-orm/pg-core";
 import type { GenerationStatus } from "../repository.ts";
 
 /**
@@ -7,8 +7,9 @@ import type { GenerationStatus } from "../repository.ts";
  * bigint nano-USD, ids are text, timestamps are bigint epoch ms, JSON is text. Per-request token
  * counts and latencies are `integer`; every sum (totals, daily roll-ups) is `bigint`.
  *
- * Ledger sign convention (as in SQLite): `ledger_entries.amount_nano` is SIGNED; credits > 0, usage
- * and plan debits < 0, so a balance is SUM(amount_nano). CHECK constraints tie the sign to the kind.
+ * The ledger (as in SQLite): `ledger_entries` (credits > 0, plan purchases < 0) and the generations with
+ * a cost (each its own usage debit), read as one signed list through the `ledger` view, so a balance is
+ * SUM(amount_nano). CHECK constraints tie the sign to the kind.
  */
 
 const money = (name: string) => bigint(name, { mode: "number" });
@@ -203,10 +204,23 @@ export const accountPlans = pgTable(
   (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)],
 );
 
+/** Every money movement of every account, signed (see the top of this file). */
+export const ledger = pgView("ledger", {
+  id: text("id").notNull(),
+  accountId: text("account_id").notNull(),
+  kind: text("kind").$type<LedgerKind>().notNull(),
+  amountNano: money("amount_nano").notNull(),
+  reference: text("reference").notNull(),
+  createdAt: epochMs("created_at").notNull(),
+}).as(sql`select id, account_id, kind, amount_nano, reference, created_at from ledger_entries
+union all
+select id, account_id, 'usage', -total_cost_nano, id, created_at from generations where total_cost_nano > 0`);
+
 export const postgresSchema = {
   accounts,
   apiKeys,
   ledgerEntries,
+  ledger,
   generations,
   usageDaily,
   settings,

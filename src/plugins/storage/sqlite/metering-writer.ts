@@ -1,9 +1,8 @@
 import type { Database } from "bun:sqlite";
 import { eq, sql } from "drizzle-orm";
 import type { Generation, UsageCounters } from "../repository.ts";
-import { newId } from "./ids.ts";
 import { addToCounters, emptyCounters, utcDay } from "./pending.ts";
-import { accounts, apiKeys, generations, ledgerEntries, usageDaily } from "./schema.ts";
+import { accounts, apiKeys, generations, usageDaily } from "./schema.ts";
 import type { SqliteDb } from "./open.ts";
 import { compileStatement } from "./statements.ts";
 
@@ -17,9 +16,10 @@ interface UsageBucket extends UsageCounters {
 }
 
 /**
- * Writes a batch of generations in ONE transaction: per generation its row and its ledger debit;
- * per account, key and (account, key, day, model) one aggregated update of the maintained totals and
- * the daily roll-up. A generation id already stored is skipped whole: a request is never debited twice.
+ * Writes a batch of generations in ONE transaction: per generation its row, which is also its usage
+ * debit in the ledger (schema.ts); per account, key and (account, key, day, model) one aggregated
+ * update of the maintained totals and the daily roll-up. A generation id already stored is skipped
+ * whole: a request is never debited twice.
  */
 export function createMeteringWriter(db: SqliteDb, client: Database, options: { holdsInTable: boolean } = { holdsInTable: true }) {
   const compile = (query: Parameters<typeof compileStatement>[1]) => compileStatement(client, query);
@@ -52,20 +52,6 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
         totalCost: p("totalCost"),
       })
       .onConflictDoNothing({ target: generations.id }),
-  );
-
-  const insertDebit = compile(
-    db
-      .insert(ledgerEntries)
-      .values({
-        id: p("entryId"),
-        accountId: p("accountId"),
-        kind: "usage",
-        amountNano: p("amount"),
-        reference: p("generationId"),
-        generationId: p("generationId"),
-        createdAt: p("createdAt"),
-      }),
   );
 
   const addAccountDebits = compile(
@@ -132,13 +118,6 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
       const inserted = insertGeneration.run({ ...g, streamInt: g.stream ? 1 : 0 });
       if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {
-        insertDebit.run({
-          entryId: newId("le"),
-          accountId: g.accountId,
-          amount: -g.totalCost,
-          generationId: g.id,
-          createdAt: g.createdAt,
-        });
         accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);
         const bucketStart = spendBucketStart(g.createdAt);
         const spendKey = g.accountId + "\u0000" + bucketStart;

@@ -1,13 +1,16 @@
 import { sql } from "drizzle-orm";
-import { check, index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { check, index, integer, primaryKey, sqliteTable, sqliteView, text } from "drizzle-orm/sqlite-core";
 import type { GenerationStatus } from "../repository.ts";
 
 /**
  * SQLite tables of the storage plugin. Kept dialect-portable on purpose (the Postgres sibling mirrors
  * them): money is integer nano-USD, ids are text, timestamps are epoch-ms integers, JSON is text.
  *
- * Ledger sign convention: `ledger_entries.amount_nano` is SIGNED. Credits are > 0, usage debits are
- * < 0, so a balance is SUM(amount_nano). The CHECK constraint ties the sign to the kind.
+ * The ledger is two append-only tables, read as one through the `ledger` view: `ledger_entries` holds
+ * the credits (> 0) and plan purchases (< 0); each generation with a cost is itself its usage debit
+ * (a second row per request would double the write cost of metering for the same fact). Amounts in the
+ * view are SIGNED, so a balance is SUM(amount_nano). Usage rows in `ledger_entries` exist only in
+ * databases written before that (migration 0005 removed the ones their generation already states).
  */
 
 const money = (name: string) => integer(name, { mode: "number" });
@@ -203,10 +206,23 @@ export const accountPlans = sqliteTable(
   (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)],
 );
 
+/** Every money movement of every account, signed (see the top of this file). */
+export const ledger = sqliteView("ledger", {
+  id: text("id").notNull(),
+  accountId: text("account_id").notNull(),
+  kind: text("kind").$type<LedgerKind>().notNull(),
+  amountNano: money("amount_nano").notNull(),
+  reference: text("reference").notNull(),
+  createdAt: integer("created_at", { mode: "number" }).notNull(),
+}).as(sql`select id, account_id, kind, amount_nano, reference, created_at from ledger_entries
+union all
+select id, account_id, 'usage', -total_cost_nano, id, created_at from generations where total_cost_nano > 0`);
+
 export const sqliteSchema = {
   accounts,
   apiKeys,
   ledgerEntries,
+  ledger,
   generations,
   usageDaily,
   settings,
