@@ -22,8 +22,11 @@ export interface WireFormat {
    * may look the request up by it (see GatewayContext.responseId; absent: the request id serves).
    */
   readResponse(body: Record<string, unknown>): { usage: Usage; id?: string };
-  /** The client's body from the upstream's answer (same format): model name restored. */
-  relayResponse(body: Record<string, unknown>, ctx: GatewayContext): unknown;
+  /**
+   * The client's body from the upstream's answer (same format, `text` its raw JSON): a string is sent
+   * as is, undefined sends `text` unchanged, anything else is serialized.
+   */
+  relayResponse(body: Record<string, unknown>, ctx: GatewayContext, text: string): unknown;
   /** Per-stream state that relays upstream frames to a client of this same format. */
   createStreamRelay(ctx: GatewayContext): StreamRelay;
   /** The upstream's error message from a non-2xx answer. */

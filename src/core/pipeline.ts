@@ -155,10 +155,11 @@ export class Pipeline implements Gateway {
       const pending = stage.instance.onResponse!(ctx);
       if (pending) await pending;
     }
-    const relayed = translated ? ctx.ingress.translation!.encodeResponse(translated, ctx) : format.relayResponse(body, ctx);
+    const relayed = translated ? ctx.ingress.translation!.encodeResponse(translated, ctx) : format.relayResponse(body, ctx, text);
     await this.complete(ctx, { status: "success" }, reached);
     const headers = { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId, "content-type": "application/json" };
-    return new Response(relayed === undefined ? text : JSON.stringify(relayed), { status: 200, headers });
+    const out = relayed === undefined ? text : typeof relayed === "string" ? relayed : JSON.stringify(relayed);
+    return new Response(out, { status: 200, headers });
   }
 
   private relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Response {

@@ -37,16 +37,21 @@ export function relayChatRequestBody(ctx: GatewayContext, upstreamModel: string)
 
 /**
  * The client's body: the request id as the completion's id (OpenRouter's convention: the id the
- * generation lookup takes) and the model the client asked for.
+ * generation lookup takes) and the model the client asked for; spliced into the upstream's text when
+ * only the id differs.
  */
-export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayContext): unknown {
+export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayContext, text: string): unknown {
+  if (body.model === ctx.request.model && typeof body.id === "string") {
+    const spliced = spliceChunkId(text, body.id, ctx.requestId);
+    if (spliced !== null) return spliced;
+  }
   body.id = ctx.requestId;
   body.model = ctx.request.model;
   return body;
 }
 
 /**
- * A chunk's text with its top-level id replaced by the request id, without re-serializing it: only when
+ * A chunk's (or completion's) text with its top-level id replaced by the request id, without re-serializing it: only when
  * the id is the object's first member (as every OpenAI-compatible upstream sends it) and needs no
  * escaping; null otherwise (the caller re-serializes).
  */

@@ -75,7 +75,7 @@ describe("anthropic-messages relay (Messages client on an Anthropic upstream)", 
     const body = { id: "msg_1", model: "up", usage: { input_tokens: 3, cache_creation_input_tokens: 7, cache_read_input_tokens: 90, output_tokens: 12 } };
     expect(anthropicMessages.readResponse(body)).toEqual({ usage: { inputTokens: 100, cacheReadTokens: 90, cacheWriteTokens: 7, outputTokens: 12, reasoningTokens: 0 } });
     const ctx = messagesContext({ model: "claude-sonnet-5-5" });
-    expect((anthropicMessages.relayResponse({ ...body }, ctx) as any).model).toBe("claude-sonnet-5-5");
-    expect(anthropicMessages.relayResponse({ ...body, model: "claude-sonnet-5-5" }, ctx)).toBeUndefined();
+    expect((anthropicMessages.relayResponse({ ...body }, ctx, JSON.stringify(body)) as any).model).toBe("claude-sonnet-5-5");
+    expect(anthropicMessages.relayResponse({ ...body, model: "claude-sonnet-5-5" }, ctx, "")).toBeUndefined();
   });
 });

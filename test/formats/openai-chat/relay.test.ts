@@ -28,8 +28,11 @@ describe("openai-chat relay (chat client on a chat upstream)", () => {
 
   it("answers a non-streamed completion with the request id and the client's model", () => {
     const body = { id: "chatcmpl-up1", object: "chat.completion", model: "gpt-6-luna-2026-09-01", choices: [] };
-    const relayed = openaiChat.relayResponse({ ...body }, chatContext({ model: "gpt-6-luna" }));
+    const relayed = openaiChat.relayResponse({ ...body }, chatContext({ model: "gpt-6-luna" }), JSON.stringify(body));
     expect(relayed).toEqual({ ...body, id: REQUEST_ID, model: "gpt-6-luna" });
+    // Only the id differs: the upstream's text with the id spliced in, not re-serialized.
+    const text = '{ "id" : "chatcmpl-up1",\n "object": "chat.completion", "model": "gpt-6-luna", "choices": [] }';
+    expect(openaiChat.relayResponse(JSON.parse(text), chatContext({ model: "gpt-6-luna" }), text)).toBe(text.replace("chatcmpl-up1", REQUEST_ID));
     expect(openaiChat.readResponse(body)).toEqual({ usage: { inputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: 0, reasoningTokens: 0 } });
   });
 });
