@@ -15,6 +15,8 @@ export const ServerConfigSchema = Type.Object({
   upstream_timeout_ms: Type.Integer({ minimum: 1, default: 600_000 }),
   /** How long a graceful stop waits for in-flight requests. */
   drain_timeout_ms: Type.Integer({ minimum: 0, default: 30_000 }),
+  /** After traffic, this long without a new request triggers one full GC that hands memory back (0 = never). */
+  idle_memory_release_ms: Type.Integer({ minimum: 0, default: 1_000 }),
 });
 export type ServerConfig = Static<typeof ServerConfigSchema>;
 

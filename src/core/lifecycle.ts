@@ -2,6 +2,7 @@ import { loadConfig, defaultConfigFile, ConfigError, type GatewayConfig } from "
 import { createLogger, type Logger } from "./log.ts";
 import { Pipeline, type Stage } from "./pipeline.ts";
 import { createApp } from "./app.ts";
+import { startIdleMemoryRelease } from "./idle-memory.ts";
 import type { PluginHost, Services } from "./plugin.ts";
 
 export interface RunningGateway {
@@ -31,6 +32,7 @@ export async function startGateway(
     throw new ConfigError(`${config.file}: cannot listen on ${config.server.hostname}:${port}: ${(error as Error).message.split("\n")[0]}`, { cause: error });
   }
   const server = app.server!;
+  const idleMemory = startIdleMemoryRelease(() => pipeline.received, config.server.idle_memory_release_ms);
   const url = `http://${config.server.hostname === "0.0.0.0" ? "127.0.0.1" : config.server.hostname}:${server.port}`;
   let stopping: Promise<void> | undefined;
   return {
@@ -41,6 +43,7 @@ export async function startGateway(
   };
 
   async function drainAndClose() {
+    idleMemory.stop();
     server.stop(false);
     const deadline = Date.now() + config.server.drain_timeout_ms;
     while (pipeline.inFlight > 0 && Date.now() < deadline) await Bun.sleep(10);

@@ -33,6 +33,7 @@ interface Upstream {
 /** Runs plugin hooks around one upstream call per request: the core of the gateway. */
 export class Pipeline implements Gateway {
   private active = 0;
+  private receivedCount = 0;
   private readonly requestStages: Stage[];
   private readonly providers = new Map<string, Provider>();
   private readonly upstreamHooks: Stage[];
@@ -62,9 +63,15 @@ export class Pipeline implements Gateway {
     return this.active;
   }
 
+  /** Requests received since start. */
+  get received(): number {
+    return this.receivedCount;
+  }
+
   async handle(request: Request, ingress: WireFormat, clientIp: string): Promise<Response> {
     const ctx = this.createContext(request, ingress, clientIp);
     this.active++;
+    this.receivedCount++;
     let reached = 0;
     let streaming = false;
     try {

@@ -1,4 +1,5 @@
 import { dirname, join } from "node:path";
+import { buildO200kCounter } from "./o200k.ts";
 
 /** The o200k tokenizer, loaded in the background (~0.2 s): until then, the byte bound. */
 let o200k: ((text: string) => number) | undefined;
@@ -17,48 +18,18 @@ export function loadTokenizer(): Promise<void> {
 
 /**
  * The o200k ranks read from gpt-tokenizer's own `data/o200k_base.tiktoken` (one "base64 rank" line per
- * token) instead of importing its 2.4 MB JavaScript module: parsing that module costs ~80 MB of resident
- * memory that is never returned; this costs ~30 MB, and loads 5x faster. Same ranks, same counts (a test
- * compares both); the module import stays as the fallback.
+ * token) into compact tables (o200k.ts, ~5 MB) instead of importing its 2.4 MB JavaScript module
+ * (~80 MB resident, never returned) or building its Map of 200k strings (~25 MB). Same counts (a test
+ * compares them with gpt-tokenizer's).
  */
 async function buildO200k(): Promise<(text: string) => number> {
-  const { GptEncoding } = await import("gpt-tokenizer/GptEncoding");
-  const file = Bun.file(o200kDataFile());
-  if (!(await file.exists())) return (await import("gpt-tokenizer/encoding/o200k_base")).countTokens;
-  const ranks = parseTiktokenRanks(await file.text());
-  return GptEncoding.getEncodingApi("o200k_base", () => ranks).countTokens;
+  const counter = buildO200kCounter(await Bun.file(o200kDataFile()).text());
+  return counter.count;
 }
 
 /** gpt-tokenizer's own o200k data file (the package exports no path to it). */
 export function o200kDataFile(): string {
   return join(dirname(dirname(Bun.resolveSync("gpt-tokenizer", import.meta.dir))), "data", "o200k_base.tiktoken");
-}
-
-/**
- * `base64(bytes) rank` lines to gpt-tokenizer's rank table: the token's text where its bytes are UTF-8
- * that survive a round trip (a leading byte-order mark does not), else its bytes.
- */
-export function parseTiktokenRanks(text: string): (string | number[])[] {
-  const utf8 = new TextDecoder("utf-8", { fatal: true });
-  const ranks: (string | number[])[] = [];
-  for (let start = 0; start < text.length; ) {
-    let end = text.indexOf("\n", start);
-    if (end < 0) end = text.length;
-    const space = text.indexOf(" ", start);
-    if (space > start && space < end) {
-      const bytes = Buffer.from(text.slice(start, space), "base64");
-      let token: string | number[];
-      try {
-        token = utf8.decode(bytes);
-        if (Buffer.byteLength(token) !== bytes.length) token = [...bytes];
-      } catch {
-        token = [...bytes];
-      }
-      ranks[Number(text.slice(space + 1, end))] = token;
-    }
-    start = end + 1;
-  }
-  return ranks;
 }
 
 function exactCount(text: string): number {

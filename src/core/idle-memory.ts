@@ -1,0 +1,26 @@
+/**
+ * Gives the memory of a burst back once the gateway goes quiet. JSC collects when its heap grows, not
+ * when traffic stops, so after a burst the process keeps tens of MB of dead objects and free pages
+ * (measured: ~200 MB resident after 10 s at c=64, ~150 MB once collected). When requests came in
+ * during one period and none in the next, a full collection runs once (a few ms, with nothing new
+ * being served) and the allocator returns its free pages; a steady stream of requests never pays it.
+ */
+export function startIdleMemoryRelease(requestsSeen: () => number, quietMs: number): { stop(): void } {
+  if (quietMs <= 0) return { stop() {} };
+  let seenAtLastCheck = requestsSeen();
+  let busySinceRelease = false;
+  const timer = setInterval(() => {
+    const seen = requestsSeen();
+    if (seen !== seenAtLastCheck) {
+      seenAtLastCheck = seen;
+      busySinceRelease = true;
+      return;
+    }
+    if (!busySinceRelease) return;
+    busySinceRelease = false;
+    Bun.gc(true);
+    (Bun as { shrink?: () => void }).shrink?.();
+  }, quietMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}

@@ -1,0 +1,150 @@
+import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
+
+/**
+ * A counting-only o200k byte-pair encoder over compact tables. The ranks live in typed arrays: every
+ * token's bytes back to back, their offsets, and an open-addressing hash table from bytes to rank
+ * (~5 MB in all). gpt-tokenizer keeps the same table as a Map of 200k strings (~25 MB resident, more as
+ * its merge cache fills). Same pre-tokenizing regex (gpt-tokenizer's own) and the same merge rule
+ * (tiktoken's: repeatedly merge the adjacent pair whose bytes have the lowest rank), so the same counts;
+ * the test compares them with gpt-tokenizer on every rank and on varied texts. Text is counted as
+ * ordinary text: a special-token string such as `<|endoftext|>` in a prompt is just characters.
+ */
+export interface O200kCounter {
+  count(text: string): number;
+  /** The rank of these bytes, or -1. */
+  rankOf(bytes: Uint8Array): number;
+  readonly tokens: number;
+}
+
+const EMPTY = 0; // table slots hold rank + 1
+const MERGED_PIECES_KEPT = 8192;
+
+/** Builds the counter from a `.tiktoken` file's text: one `base64(bytes) rank` line per token. */
+export function buildO200kCounter(tiktoken: string): O200kCounter {
+  const lines = tiktoken.split("\n").filter((line) => line.length > 0);
+  const tokens = lines.length;
+  const offsets = new Uint32Array(tokens + 1);
+  const decoded: Uint8Array[] = new Array(tokens);
+  let total = 0;
+  for (const line of lines) {
+    const space = line.indexOf(" ");
+    const rank = Number(line.slice(space + 1));
+    if (!Number.isInteger(rank) || rank < 0 || rank >= tokens) throw new Error(`o200k data: bad rank in line "${line.slice(0, 40)}"`);
+    const bytes = Buffer.from(line.slice(0, space), "base64");
+    decoded[rank] = bytes;
+    total += bytes.length;
+  }
+  const bytes = new Uint8Array(total);
+  for (let rank = 0, at = 0; rank < tokens; rank++) {
+    const token = decoded[rank];
+    if (token === undefined) throw new Error(`o200k data: rank ${rank} missing`);
+    offsets[rank] = at;
+    bytes.set(token, at);
+    at += token.length;
+  }
+  offsets[tokens] = total;
+
+  let size = 1;
+  while (size < tokens * 2) size <<= 1;
+  const mask = size - 1;
+  const table = new Int32Array(size);
+  for (let rank = 0; rank < tokens; rank++) {
+    let slot = hash(bytes, offsets[rank]!, offsets[rank + 1]!) & mask;
+    while (table[slot] !== EMPTY) slot = (slot + 1) & mask;
+    table[slot] = rank + 1;
+  }
+
+  /** The rank of buffer[start, end), or -1. */
+  function lookup(buffer: Uint8Array, start: number, end: number): number {
+    const length = end - start;
+    let slot = hash(buffer, start, end) & mask;
+    for (;;) {
+      const entry = table[slot]!;
+      if (entry === EMPTY) return -1;
+      const rank = entry - 1;
+      const from = offsets[rank]!;
+      if (offsets[rank + 1]! - from === length) {
+        let i = 0;
+        while (i < length && bytes[from + i] === buffer[start + i]) i++;
+        if (i === length) return rank;
+      }
+      slot = (slot + 1) & mask;
+    }
+  }
+
+  // Scratch space reused by every piece (pieces are short; a longer one grows it).
+  let piece = new Uint8Array(1024);
+  let starts = new Int32Array(1025);
+  let ranks = new Float64Array(1025);
+  const encoder = new TextEncoder();
+
+  // Pieces that needed merging, by text (words outside the vocabulary recur in a prompt); cleared when full.
+  const merged = new Map<string, number>();
+
+  /** Tokens of one pre-tokenized piece: one when it is a token, else tiktoken's byte-pair merge. */
+  function countPiece(text: string): number {
+    const known = merged.get(text);
+    if (known !== undefined) return known;
+    if (text.length * 3 > piece.length) {
+      piece = new Uint8Array(text.length * 3);
+      starts = new Int32Array(piece.length + 1);
+      ranks = new Float64Array(piece.length + 1);
+    }
+    const length = encoder.encodeInto(text, piece).written;
+    if (lookup(piece, 0, length) >= 0) return 1;
+    const parts = mergedParts(length);
+    if (merged.size >= MERGED_PIECES_KEPT) merged.clear();
+    merged.set(text, parts);
+    return parts;
+  }
+
+  function mergedParts(length: number): number {
+    // parts: starts[0..parts]; ranks[i] = rank of the bytes of parts i and i+1 together.
+    let parts = length;
+    for (let i = 0; i <= length; i++) starts[i] = i;
+    const pairRank = (i: number) => (i + 2 <= parts ? rankOrInfinity(starts[i]!, starts[i + 2]!) : Infinity);
+    for (let i = 0; i < parts; i++) ranks[i] = pairRank(i);
+    while (parts > 1) {
+      let lowest = Infinity;
+      let at = -1;
+      for (let i = 0; i < parts - 1; i++) {
+        if (ranks[i]! < lowest) {
+          lowest = ranks[i]!;
+          at = i;
+        }
+      }
+      if (at < 0) break;
+      // Merge parts `at` and `at + 1`: drop boundary at + 1.
+      starts.copyWithin(at + 1, at + 2, parts + 1);
+      ranks.copyWithin(at + 1, at + 2, parts);
+      parts -= 1;
+      ranks[at] = pairRank(at);
+      if (at > 0) ranks[at - 1] = pairRank(at - 1);
+    }
+    return parts;
+  }
+
+  function rankOrInfinity(start: number, end: number): number {
+    const rank = lookup(piece, start, end);
+    return rank < 0 ? Infinity : rank;
+  }
+
+  return {
+    tokens,
+    count(text: string): number {
+      let total = 0;
+      for (const [match] of text.matchAll(O200K_TOKEN_SPLIT_REGEX)) total += countPiece(match);
+      return total;
+    },
+    rankOf(buffer: Uint8Array): number {
+      return lookup(buffer, 0, buffer.length);
+    },
+  };
+}
+
+/** FNV-1a over buffer[start, end). */
+function hash(buffer: Uint8Array, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ buffer[i]!, 0x01000193);
+  return h >>> 0;
+}
