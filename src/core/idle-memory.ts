@@ -5,7 +5,7 @@
  * during one period and none in the next, a full collection runs once (a few ms, with nothing new
  * being served) and the allocator returns its free pages; a steady stream of requests never pays it.
  */
-export function startIdleMemoryRelease(requestsSeen: () => number, quietMs: number): { stop(): void } {
+export function startIdleMemoryRelease(requestsSeen: () => number, quietMs: number, release: () => void = collectAndShrink): { stop(): void } {
   if (quietMs <= 0) return { stop() {} };
   let seenAtLastCheck = requestsSeen();
   let busySinceRelease = false;
@@ -18,9 +18,13 @@ export function startIdleMemoryRelease(requestsSeen: () => number, quietMs: numb
     }
     if (!busySinceRelease) return;
     busySinceRelease = false;
-    Bun.gc(true);
-    (Bun as { shrink?: () => void }).shrink?.();
+    release();
   }, quietMs);
   timer.unref();
   return { stop: () => clearInterval(timer) };
+}
+
+function collectAndShrink(): void {
+  Bun.gc(true);
+  (Bun as { shrink?: () => void }).shrink?.();
 }
