@@ -56,6 +56,11 @@ export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayCon
  * escaping; null otherwise (the caller re-serializes).
  */
 function spliceChunkId(data: string, upstreamId: string, requestId: string): string | null {
+  // The compact form every mainstream upstream sends, checked without a regex (this runs per chunk).
+  const end = COMPACT_HEAD.length + upstreamId.length;
+  if (data.startsWith(COMPACT_HEAD) && data.startsWith(upstreamId, COMPACT_HEAD.length) && data.charCodeAt(end) === QUOTE && isSafeId(upstreamId)) {
+    return COMPACT_HEAD + requestId + data.slice(end);
+  }
   const head = LEADING_ID.exec(data);
   if (head === null || head[1] !== upstreamId) return null;
   const valueStart = head[0].length - upstreamId.length - 1;
@@ -64,6 +69,17 @@ function spliceChunkId(data: string, upstreamId: string, requestId: string): str
 
 /** `{"id": "<id>"` at the start of a chunk, the id free of escapes. */
 const LEADING_ID = /^\{\s*"id"\s*:\s*"([\w.:-]*)"/;
+const COMPACT_HEAD = '{"id":"';
+const QUOTE = 34;
+const SAFE_ID = /^[\w.:-]*$/;
+let lastSafeId = "";
+/** Whether the id's JSON text is the id itself (no escapes); a stream's chunks share one id, checked once. */
+function isSafeId(id: string): boolean {
+  if (id === lastSafeId) return true;
+  if (!SAFE_ID.test(id)) return false;
+  lastSafeId = id;
+  return true;
+}
 
 const DONE: RelayedFrame = { out: "data: [DONE]\n\n", events: [] };
 

@@ -12,6 +12,9 @@ describe("openai-chat relay (chat client on a chat upstream)", () => {
     expect(out.out).toBe(`data: ${upstream.replace('"chatcmpl-up9"', `"${REQUEST_ID}"`)}\n\n`);
     expect(out.events[0]).toEqual({ type: "message_start", id: REQUEST_ID });
     expect(JSON.parse(out.out!.slice(6)).choices[0].delta.content).toBe('"id": chatcmpl-up9');
+    // The compact form (what upstreams send) takes the same splice.
+    const compact = '{"id":"chatcmpl-up9","object":"chat.completion.chunk","model":"gpt-6-luna","choices":[{"index":0,"delta":{"content":"x"}}]}';
+    expect(relay.onFrame({ data: compact }).out).toBe(`data: ${compact.replace("chatcmpl-up9", REQUEST_ID)}\n\n`);
   });
 
   it("rewrites a chunk whose top-level id it cannot splice safely (nested id first, odd characters, none at all)", () => {
