@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { bigint, boolean, check, index, integer, pgTable, pgView, primaryKey, text } from "drizzle-orm/pg-core";
 import type { GenerationStatus } from "../repository.ts";
+import { LEDGER_VIEW_QUERY } from "../ledger-view.ts";
 
 /**
  * Postgres tables of the storage plugin, mirroring `sqlite/schema.ts` column for column: money is
@@ -204,7 +205,7 @@ export const accountPlans = pgTable(
   (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)],
 );
 
-/** Every money movement of every account, signed (see the top of this file). */
+/** Every money movement of every account, signed (ledger-view.ts). */
 export const ledger = pgView("ledger", {
   id: text("id").notNull(),
   accountId: text("account_id").notNull(),
@@ -212,9 +213,7 @@ export const ledger = pgView("ledger", {
   amountNano: money("amount_nano").notNull(),
   reference: text("reference").notNull(),
   createdAt: epochMs("created_at").notNull(),
-}).as(sql`select id, account_id, kind, amount_nano, reference, created_at from ledger_entries
-union all
-select id, account_id, 'usage', -total_cost_nano, id, created_at from generations where total_cost_nano > 0`);
+}).as(sql.raw(LEDGER_VIEW_QUERY));
 
 export const postgresSchema = {
   accounts,

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, integer, primaryKey, sqliteTable, sqliteView, text } from "drizzle-orm/sqlite-core";
 import type { GenerationStatus } from "../repository.ts";
+import { LEDGER_VIEW_QUERY } from "../ledger-view.ts";
 
 /**
  * SQLite tables of the storage plugin. Kept dialect-portable on purpose (the Postgres sibling mirrors
@@ -206,7 +207,7 @@ export const accountPlans = sqliteTable(
   (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)],
 );
 
-/** Every money movement of every account, signed (see the top of this file). */
+/** Every money movement of every account, signed (ledger-view.ts). */
 export const ledger = sqliteView("ledger", {
   id: text("id").notNull(),
   accountId: text("account_id").notNull(),
@@ -214,9 +215,7 @@ export const ledger = sqliteView("ledger", {
   amountNano: money("amount_nano").notNull(),
   reference: text("reference").notNull(),
   createdAt: integer("created_at", { mode: "number" }).notNull(),
-}).as(sql`select id, account_id, kind, amount_nano, reference, created_at from ledger_entries
-union all
-select id, account_id, 'usage', -total_cost_nano, id, created_at from generations where total_cost_nano > 0`);
+}).as(sql.raw(LEDGER_VIEW_QUERY));
 
 export const sqliteSchema = {
   accounts,
