@@ -51,9 +51,9 @@ export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayCon
 }
 
 /**
- * A chunk's (or completion's) text with its top-level id replaced by the request id, without re-serializing it: only when
- * the id is the object's first member (as every OpenAI-compatible upstream sends it) and needs no
- * escaping; null otherwise (the caller re-serializes).
+ * A chunk's (or completion's) text with its top-level id replaced by the request id, without
+ * re-serializing it: only when the id is the object's first member (as every OpenAI-compatible upstream
+ * sends it) and needs no escaping; null otherwise (the caller re-serializes).
  */
 function spliceChunkId(data: string, upstreamId: string, requestId: string): string | null {
   // The compact form every mainstream upstream sends, checked without a regex (this runs per chunk).
