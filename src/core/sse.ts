@@ -14,11 +14,15 @@ export async function* readSseFrameBatches(body: ReadableStream<Uint8Array>, sig
   const decoder = new TextDecoder();
   const reader = body.getReader();
   let buffer = "";
+  let drained = false;
   try {
     while (true) {
       if (signal?.aborted) return;
       const { value, done } = await reader.read();
-      if (done) break;
+      if (done) {
+        drained = true;
+        break;
+      }
       buffer = normalizeNewlines(buffer + decoder.decode(value, { stream: true }), false);
       const frames: SseFrame[] = [];
       let start = 0;
@@ -35,7 +39,9 @@ export async function* readSseFrameBatches(body: ReadableStream<Uint8Array>, sig
     const tail = parseBlock(buffer, 0, buffer.length);
     if (tail) yield [tail];
   } finally {
-    reader.releaseLock();
+    // Released only when left early (the caller may cancel the body then); a drained body needs nothing,
+    // and releasing costs ~2% of a streaming gateway's CPU (it rejects the reader's closed promise).
+    if (!drained) reader.releaseLock();
   }
 }
 
