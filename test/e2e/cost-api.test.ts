@@ -284,6 +284,34 @@ describe("GET /v1/generation", () => {
     for (const path of paths) expectError(await get(path, key), 400, "invalid_request", "invalid_request_error");
   });
 
+  it("stores a response id only where the client's id is not the request id: chat and Messages none, a relayed Responses answer its resp_ id", async () => {
+    const { key } = await t.newAccountWithKey();
+    const post = (path: string, body: unknown) =>
+      fetch(`${t.url}${path}`, { method: "POST", headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" }, body: JSON.stringify(body) });
+    const chat = await post("/v1/chat/completions", { model: "gpt-6-luna", messages: [{ role: "user", content: "hi" }] });
+    const messages = await post("/v1/messages", { model: "gpt-6-luna", max_tokens: 50, messages: [{ role: "user", content: "hi" }] });
+    const responses = await post("/v1/responses", { model: "gpt-6.2-sol", input: "hi" });
+    expect([chat.status, messages.status, responses.status]).toEqual([200, 200, 200]);
+    const [chatId, messagesId, responsesId] = [chat, messages, responses].map((r) => r.headers.get("x-gateway-request-id")!);
+    expect(((await chat.json()) as { id: string }).id).toBe(chatId!);
+    const responsesAnswerId = ((await responses.json()) as { id: string }).id;
+    expect(responsesAnswerId).toMatch(/^resp_/);
+    expect(responsesAnswerId).not.toBe(`resp_${responsesId!.slice(4)}`); // the upstream's own id, relayed
+
+    const db = new Database(dbPath, { readonly: true });
+    try {
+      const stored = () => db.query<{ id: string; response_id: string | null }, string[]>("select id, response_id from generations where id in (?, ?, ?)").all(chatId!, messagesId!, responsesId!);
+      for (let waited = 0; stored().length < 3 && waited < 2000; waited += 10) await Bun.sleep(10);
+      expect(Object.fromEntries(stored().map((row) => [row.id, row.response_id]))).toEqual({ [chatId!]: null, [messagesId!]: null, [responsesId!]: responsesAnswerId });
+      // Looked up by that id through the partial index, which only such rows enter.
+      const plan = db.query("explain query plan select id from generations where account_id = ? and response_id = ?").all("acct_x", responsesAnswerId);
+      expect(JSON.stringify(plan)).toContain("generations_account_response_idx");
+    } finally {
+      db.close();
+    }
+    expect((await get(`/v1/generation?id=${encodeURIComponent(responsesAnswerId)}`, key)).body.data.gateway_request_id).toBe(responsesId);
+  });
+
   it("records a failed upstream call with status other than success and zero cost", async () => {
     const { key } = await t.newAccountWithKey();
     const error = (await t
