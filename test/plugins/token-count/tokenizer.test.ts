@@ -83,6 +83,29 @@ describe("o200k counter built from the .tiktoken data file", () => {
     expect(mismatches).toEqual([]);
   });
 
+  it("merges long pieces (one run of letters, hundreds to thousands of bytes) exactly as gpt-tokenizer", () => {
+    const letters = "abcdefghijklmnopqrstuvwxyzéèñßабвгд";
+    let state = 12345;
+    const next = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0);
+    const mismatches: { length: number; ours: number; theirs: number }[] = [];
+    for (const length of [65, 100, 257, 600, 1500, 3000]) {
+      for (let sample = 0; sample < 4; sample++) {
+        let word = "";
+        for (let i = 0; i < length; i++) word += letters[next() % (sample < 2 ? 4 : letters.length)];
+        const ours = counter.count(word);
+        const theirs = reference(word);
+        if (ours !== theirs) mismatches.push({ length, ours, theirs });
+      }
+    }
+    expect(mismatches).toEqual([]);
+    expect(counter.count("ab".repeat(10_000))).toBe(reference("ab".repeat(10_000)));
+  });
+
+  it("counts a 1 MB word (what gpt-tokenizer's quadratic merge would take minutes over) within the test's timeout", () => {
+    const tokens = counter.count("ab".repeat(500_000));
+    expect(tokens).toBe(counter.count("ab".repeat(1_000)) * 500);
+  });
+
   it("gives a prompt's text its exact count inside the request framing", async () => {
     await loadTokenizer();
     const framing = countPromptTokens({ messages: [{ role: "user", content: "" }] }, true);
