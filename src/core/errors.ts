@@ -58,8 +58,12 @@ export class UpstreamHttpError extends GatewayError {
 /** Anything thrown that is not a GatewayError becomes a 500 with a generic message. */
 export function asGatewayError(error: unknown): GatewayError {
   if (error instanceof GatewayError) return error;
-  const wrapped = new GatewayError("internal error", { cause: error });
-  return wrapped;
+  // Walking a client's JSON (token count, translation, serializing it upstream) recurses per level: a
+  // body nested hundreds of thousands deep overflows the stack. That is the client's input, not our fault.
+  if (error instanceof RangeError && /call stack/i.test(error.message)) {
+    return new InvalidRequestError("request body is nested too deeply to process", { cause: error });
+  }
+  return new GatewayError("internal error", { cause: error });
 }
 
 /** The OpenAI / spec error body: `{error:{message, type, code, param}}`. */

@@ -192,6 +192,8 @@ describe("bad input is refused with a clear error, no upstream call, no charge a
     ["a case-changed model id", (key) => post(key, { model: "GPT-6-Luna", messages: [{ role: "user", content: "x" }] }), 400, "model_not_found"],
     ["a provider-prefixed model id", (key) => post(key, { model: "openai/gpt-6-luna", messages: [{ role: "user", content: "x" }] }), 400, "model_not_found"],
     ["the image model", (key) => post(key, { model: "gpt-image-2.6-sunburst", messages: [{ role: "user", content: "x" }] }), 400, "invalid_request"],
+    // Every walk of the body (token count, translation, serializing upstream) would overflow the stack.
+    ["a tool schema nested 200,000 levels deep", (key) => post(key, `{"model":"gpt-6-luna","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":${"[".repeat(200_000)}${"]".repeat(200_000)}}}}]}`), 400, "invalid_request"],
     ["a 51 MB body", (key) => post(key, JSON.stringify({ model: "gpt-6-luna", messages: [{ role: "user", content: "x".repeat(51 * 1024 * 1024) }] })), 413, "payload_too_large"],
   ];
 

@@ -324,7 +324,7 @@ describe("errors on /v1/messages are in Anthropic's shape", () => {
     expect(await balanceOf(accountId)).toBe(usdToNano(10));
   });
 
-  it("400 for an unknown model (code model_not_found) and for malformed JSON, both through Bearer auth too", async () => {
+  it("400 for an unknown model (code model_not_found), malformed JSON and a body nested too deeply, through Bearer auth too", async () => {
     const { key } = await fundedAccount();
     const unknown = await post("/v1/messages", { ...message, model: "claude-9" }, { authorization: `Bearer ${key}` });
     expect(unknown.status).toBe(400);
@@ -332,6 +332,10 @@ describe("errors on /v1/messages are in Anthropic's shape", () => {
     const malformed = await post("/v1/messages", "{nope", { "x-api-key": key });
     expect(malformed.status).toBe(400);
     expect(await malformed.json()).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    const deep = `{"model":"claude-sonnet-5-5","max_tokens":10,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{"type":"object","x":${"[".repeat(200_000)}${"]".repeat(200_000)}}}]}`;
+    const tooDeep = await post("/v1/messages", deep, { "x-api-key": key });
+    expect(tooDeep.status).toBe(400);
+    expect(await tooDeep.json()).toMatchObject({ type: "error", error: { type: "invalid_request_error", message: "request body is nested too deeply to process" } });
     const error = await anthropic(key).messages.create({ ...message, model: "claude-9" } as never).catch((thrown) => thrown);
     expect(error).toBeInstanceOf(Anthropic.BadRequestError);
     expect(error.message).toContain("claude-9");
