@@ -100,7 +100,7 @@ function parseArgs(argv: string[]) {
     cases: only.size > 0 ? CASES.filter((c) => only.has(c)) : [...CASES],
     portkey: vs.has("portkey"),
     /** Interleaved rounds per gateway in the plugins case, each half a measurement (same total time as 2 measurements). */
-    pluginRounds: quick ? 2 : 4,
+    pluginRounds: quick ? 2 : 10,
     measureMs: Math.round((duration ?? (quick ? 1.5 : 5)) * 1000),
     warmupMs: quick ? 500 : 1500,
     openStreams: { n: 1000, chunkDelayMs: quick ? 150 : 500 },
