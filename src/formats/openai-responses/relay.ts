@@ -40,7 +40,6 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
   const reader = createResponsesEventReader();
   let lastSequence = -1;
-  let responseId: string | undefined;
   return {
     onFrame(frame: SseFrame): RelayedFrame {
       let event: Record<string, any>;
@@ -53,7 +52,7 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
       const events = reader.read(event);
       const response = event?.response;
       if (response && typeof response === "object") {
-        if (typeof response.id === "string") ctx.responseId = responseId = response.id;
+        if (typeof response.id === "string") ctx.responseId = response.id;
         if (response.model !== undefined && response.model !== clientModel) {
           response.model = clientModel;
           return { out: sseFrame(JSON.stringify(event), frame.event), events };
@@ -64,7 +63,7 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
     end(): RelayedFrame {
       if (reader.finished || ctx.signal.aborted) return { out: null, events: [] };
       const message = "upstream stream ended before response.completed";
-      const out = failedFrame("server_error", message, lastSequence + 1, { ...(responseId ? { id: responseId } : {}), model: clientModel });
+      const out = failedFrame("server_error", message, lastSequence + 1, { ...(ctx.responseId ? { id: ctx.responseId } : {}), model: clientModel });
       return { out, events: [{ type: "error", message, status: 502 }] };
     },
   };

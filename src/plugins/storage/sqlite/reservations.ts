@@ -122,37 +122,18 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
     private readonly spent = new Map<string, { spent: number; oldest: number | null }>();
 
     account(accountId: string): number {
-      let stored = this.accounts.get(accountId);
-      if (stored === undefined) {
-        stored = accountAvailable.get(accountId, accountId)?.available ?? 0;
-        this.accounts.set(accountId, stored);
-      }
+      const stored = readOnce(this.accounts, accountId, () => accountAvailable.get(accountId, accountId)?.available ?? 0);
       return stored + accountShift(accountId);
     }
     key(keyId: string): number {
-      let stored = this.keys.get(keyId);
-      if (stored === undefined) {
-        stored = keyAvailable.get(keyId, keyId)?.available ?? 0;
-        this.keys.set(keyId, stored);
-      }
-      return stored + keyShift(keyId);
+      return readOnce(this.keys, keyId, () => keyAvailable.get(keyId, keyId)?.available ?? 0) + keyShift(keyId);
     }
     reservedBy(accountId: string): number {
-      let stored = this.reserved.get(accountId);
-      if (stored === undefined) {
-        stored = accountReserved.get(accountId)?.reserved ?? 0;
-        this.reserved.set(accountId, stored);
-      }
+      const stored = readOnce(this.reserved, accountId, () => accountReserved.get(accountId)?.reserved ?? 0);
       return stored + (heldByAccount.get(accountId) ?? 0);
     }
     spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
-      const cacheKey = accountId + "\u0000" + bucketStart;
-      let row = this.spent.get(cacheKey);
-      if (row === undefined) {
-        row = windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null };
-        this.spent.set(cacheKey, row);
-      }
-      return row;
+      return readOnce(this.spent, accountId + "\u0000" + bucketStart, () => windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null });
     }
     /** A hold just inserted in the table: what the stored figures would now say. */
     held(input: ReservationInput, amount: number): void {
@@ -302,4 +283,14 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       }).immediate();
     },
   };
+}
+
+/** The cached value, read (and kept) the first time. */
+function readOnce<V>(cache: Map<string, V>, key: string, read: () => V): V {
+  let value = cache.get(key);
+  if (value === undefined) {
+    value = read();
+    cache.set(key, value);
+  }
+  return value;
 }
