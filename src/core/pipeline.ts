@@ -15,6 +15,7 @@ import { readSseFrameBatches } from "./sse.ts";
 import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
+import { RequestSignals } from "./request-signals.ts";
 
 export interface Stage {
   name: string;
@@ -39,6 +40,7 @@ export class Pipeline implements Gateway {
   private readonly upstreamHooks: Stage[];
   private readonly responseHooks: Stage[];
   private readonly streamHooks: Stage[];
+  private readonly signals: RequestSignals;
 
   constructor(
     private readonly stages: Stage[],
@@ -48,6 +50,7 @@ export class Pipeline implements Gateway {
     private readonly now: () => number = Date.now,
   ) {
     this.requestStages = stages;
+    this.signals = new RequestSignals(server.upstream_timeout_ms);
     this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
     this.responseHooks = stages.filter((s) => s.instance.onResponse).reverse();
     this.streamHooks = stages.filter((s) => s.instance.onStreamEvent).reverse();
@@ -102,12 +105,11 @@ export class Pipeline implements Gateway {
   }
 
   private createContext(request: Request, ingress: WireFormat, clientIp: string): GatewayContext {
-    const timeout = AbortSignal.timeout(this.server.upstream_timeout_ms);
     return {
       requestId: newRequestId(),
       startedAt: this.now(),
       startedMono: performance.now(),
-      signal: AbortSignal.any([request.signal, timeout]),
+      signal: this.signals.open(request),
       clientIp,
       headers: request.headers,
       ingress,
@@ -262,6 +264,7 @@ export class Pipeline implements Gateway {
 
   /** onComplete for every plugin whose onRequest stage was reached (reverse order), then the access log. */
   private async complete(ctx: GatewayContext, outcome: Outcome, reached: number): Promise<void> {
+    this.signals.release(ctx.signal);
     for (let index = reached - 1; index >= 0; index--) {
       const stage = this.requestStages[index]!;
       if (!stage.instance.onComplete) continue;
