@@ -25,7 +25,6 @@ export interface GatewayContext {
   readonly startedMono: number;
   /** Aborted when the client goes away or the request times out. */
   readonly signal: AbortSignal;
-  readonly clientIp: string;
   readonly headers: Headers;
   /** The client's wire format. */
   readonly ingress: WireFormat;

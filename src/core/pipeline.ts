@@ -71,8 +71,8 @@ export class Pipeline implements Gateway {
     return this.receivedCount;
   }
 
-  async handle(request: Request, ingress: WireFormat, clientIp: string): Promise<Response> {
-    const ctx = this.createContext(request, ingress, clientIp);
+  async handle(request: Request, ingress: WireFormat): Promise<Response> {
+    const ctx = this.createContext(request, ingress);
     this.active++;
     this.receivedCount++;
     let reached = 0;
@@ -104,13 +104,12 @@ export class Pipeline implements Gateway {
     }
   }
 
-  private createContext(request: Request, ingress: WireFormat, clientIp: string): GatewayContext {
+  private createContext(request: Request, ingress: WireFormat): GatewayContext {
     return {
       requestId: newRequestId(),
       startedAt: this.now(),
       startedMono: performance.now(),
       signal: this.signals.open(request),
-      clientIp,
       headers: request.headers,
       ingress,
       body: {},

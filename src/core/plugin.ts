@@ -23,7 +23,7 @@ export interface Provider {
 
 /** Runs a request through the pipeline: what ingress routes call. */
 export interface Gateway {
-  handle(request: Request, ingress: WireFormat, clientIp: string): Promise<Response>;
+  handle(request: Request, ingress: WireFormat): Promise<Response>;
   /** Number of requests in flight (drained on shutdown). */
   readonly inFlight: number;
 }

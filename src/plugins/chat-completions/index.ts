@@ -1,6 +1,5 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { clientAddress } from "../../core/app.ts";
 import { openaiChat } from "../../formats/openai-chat/index.ts";
 
 /** Ingress: POST /v1/chat/completions in the OpenAI chat-completions format. */
@@ -10,7 +9,7 @@ export default definePlugin({
   setup() {
     return {
       routes(app, gateway) {
-        app.post("/v1/chat/completions", ({ request, server }) => gateway.handle(request, openaiChat, clientAddress(server, request)), {
+        app.post("/v1/chat/completions", ({ request }) => gateway.handle(request, openaiChat), {
           parse: "none",
           detail: {
             summary: "Chat completions (OpenAI format), streaming or not",

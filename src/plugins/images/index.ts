@@ -1,6 +1,5 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { clientAddress } from "../../core/app.ts";
 import { openaiImages } from "../../formats/openai-images/index.ts";
 
 /** Ingress: POST /v1/images/generations (OpenAI Images format), image models only, base64 answers. */
@@ -10,7 +9,7 @@ export default definePlugin({
   setup() {
     return {
       routes(app, gateway) {
-        app.post("/v1/images/generations", ({ request, server }) => gateway.handle(request, openaiImages, clientAddress(server, request)), {
+        app.post("/v1/images/generations", ({ request }) => gateway.handle(request, openaiImages), {
           parse: "none",
           detail: {
             summary: "Image generation (OpenAI Images format): base64 PNG in data[].b64_json, billed by tokens",

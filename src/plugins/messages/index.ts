@@ -1,6 +1,5 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { clientAddress } from "../../core/app.ts";
 import { InvalidRequestError, ModelNotAllowedError, UnknownModelError, asGatewayError } from "../../core/errors.ts";
 import { anthropicMessages } from "../../formats/anthropic-messages/index.ts";
 import { validateCountTokensRequest } from "../../formats/anthropic-messages/request.ts";
@@ -36,7 +35,7 @@ export default definePlugin({
 
     return {
       routes(app, gateway) {
-        app.post("/v1/messages", ({ request, server }) => gateway.handle(request, anthropicMessages, clientAddress(server, request)), {
+        app.post("/v1/messages", ({ request }) => gateway.handle(request, anthropicMessages), {
           parse: "none",
           detail: {
             summary: "Messages (Anthropic format) for every model family, streaming or not",

@@ -1,6 +1,5 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { clientAddress } from "../../core/app.ts";
 import { openaiResponses } from "../../formats/openai-responses/index.ts";
 
 /** Ingress: POST /v1/responses in the OpenAI Responses format (Codex CLI, the openai SDK's responses API). */
@@ -10,7 +9,7 @@ export default definePlugin({
   setup() {
     return {
       routes(app, gateway) {
-        app.post("/v1/responses", ({ request, server }) => gateway.handle(request, openaiResponses, clientAddress(server, request)), {
+        app.post("/v1/responses", ({ request }) => gateway.handle(request, openaiResponses), {
           parse: "none",
           detail: {
             summary: "Responses (OpenAI Responses API, as Codex CLI uses it), streaming or not",

@@ -12,7 +12,6 @@ export function responsesCtx(body: Json, upstreamModel = "upstream-model"): Gate
     startedAt: Date.now(),
     startedMono: performance.now(),
     signal: new AbortController().signal,
-    clientIp: "127.0.0.1",
     headers: new Headers(),
     ingress: openaiResponses,
     body,

@@ -82,7 +82,6 @@ function context(key: ApiKey, maxOutputTokens?: number): GatewayContext {
     startedAt: Date.now(),
     startedMono: performance.now(),
     signal: new AbortController().signal,
-    clientIp: "127.0.0.1",
     headers: new Headers(),
     body: {},
     request: { model: MODEL.id, stream: false, clientWantsStreamUsage: false, maxOutputTokens },

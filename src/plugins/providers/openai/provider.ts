@@ -42,7 +42,7 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
       }
       return body;
     },
-    async send(ctx, body, format) {
+    send(ctx, body, format) {
       if (!headers) {
         throw new ProviderUnavailableError(
           `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
