@@ -30,9 +30,13 @@ export function nanoToUsdString(nano: NanoUsd): string {
   return negative ? "-" + text : text;
 }
 
-/** The JSON-edge number for a nano-USD amount (the nearest double to the exact decimal). */
+/**
+ * The JSON-edge number for a nano-USD amount: the nearest double to the exact decimal. One division
+ * gives exactly that: both operands are exact doubles (a safe integer, 1e9) and IEEE 754 rounds the
+ * quotient correctly, as parsing the decimal string would.
+ */
 export function nanoToUsd(nano: NanoUsd): number {
-  return Number(nanoToUsdString(nano));
+  return nano / NANO_PER_USD + 0; // + 0: never -0
 }
 
 /** USD per token as a decimal string, e.g. 1475 nano/token -> "0.000001475". */

@@ -34,7 +34,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
         model: p("model"),
         provider: p("provider"),
         ingress: p("ingress"),
-        stream: p("streamInt"),
+        stream: p("stream"), // bun:sqlite binds a boolean as 1 / 0
         status: p("status"),
         errorCode: p("errorCode"),
         createdAt: p("createdAt"),
@@ -115,7 +115,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
     const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
     for (const g of batch) {
       if (options.holdsInTable) deleteReservation.run(g.id);
-      const inserted = insertGeneration.run({ ...g, streamInt: g.stream ? 1 : 0 });
+      const inserted = insertGeneration.run(g);
       if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {
         accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);

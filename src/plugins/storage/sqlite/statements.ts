@@ -1,13 +1,13 @@
 import type { Database, Statement } from "bun:sqlite";
 import { is, Param, Placeholder } from "drizzle-orm";
 
-type Values = Record<string, unknown>;
+type Values = object;
 
 /**
  * A drizzle query compiled once to a raw bun:sqlite statement with a positional binder: the query is
  * still written with drizzle (portable, typed against the tables), but the hot path skips drizzle's
  * per-call placeholder filling and result mapping. Values must already be driver values
- * (booleans as 0/1, JSON as text).
+ * (JSON as text; booleans bind as 1 / 0).
  */
 export function compileStatement(client: Database, query: { toSQL(): { sql: string; params: unknown[] } }) {
   const { sql, params } = query.toSQL();
@@ -28,7 +28,7 @@ export function compileStatement(client: Database, query: { toSQL(): { sql: stri
       if (name === null) {
         args[i] = constants[i];
       } else {
-        const value = values[name];
+        const value = (values as Record<string, unknown>)[name];
         if (value === undefined) throw new TypeError(`no value for "${name}" in: ${sql}`);
         args[i] = value;
       }
