@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
-import { UnavailableError } from "../../../src/core/errors.ts";
+import { InsufficientBalanceError, UnavailableError } from "../../../src/core/errors.ts";
 import type { Repository } from "../../../src/plugins/storage/repository.ts";
 import {
   createSqliteRepository,
@@ -165,6 +165,38 @@ describe("storage/sqlite repository", () => {
     );
     expect(rollup).toEqual(fromGenerations);
   }, 60_000);
+
+  it("a plan bought from the balance counts the holds in this process's memory and the debits still queued", async () => {
+    const USD = 1_000_000_000;
+    const repository = openRepository(tempDbPath(), { holds: "process", flushIntervalMs: 60_000 });
+    const { account, key } = await accountWithKey(repository);
+    await repository.addCredit({ accountId: account.id, amount: 30 * USD, kind: "card", reference: "c" });
+    const start = 1_800_000_000_000;
+    const purchase = (id: string) => ({
+      id,
+      accountId: account.id,
+      plan: "pro",
+      funding: "balance" as const,
+      price: 20 * USD,
+      bonus: 0,
+      startedAt: start,
+      endsAt: start + 30 * 86_400_000,
+      renewing: false,
+    });
+    const input = { id: "gen-held", accountId: account.id, keyId: key.id, keyLimited: false, instanceId: "gw_test", createdAt: start };
+    await repository.reserve(input, () => 11 * USD);
+    await expect(repository.purchasePlan(purchase("plan_a"))).rejects.toBeInstanceOf(InsufficientBalanceError);
+
+    // The request settles at its exact cost: its queued debit (not yet written) counts instead of the hold.
+    repository.recordGeneration(makeGeneration(account.id, key.id, { id: "gen-held", totalCost: 11 * USD, outputCost: 11 * USD, inputCost: 0 }));
+    await expect(repository.purchasePlan(purchase("plan_b"))).rejects.toBeInstanceOf(InsufficientBalanceError);
+    expect(await repository.activePlan(account.id, start)).toBeNull();
+
+    await repository.addCredit({ accountId: account.id, amount: 1 * USD, kind: "card", reference: "d" });
+    const bought = await repository.purchasePlan(purchase("plan_c"));
+    expect(bought.balance).toBe(0);
+    expect(await repository.accountTotals(account.id)).toMatchObject({ credits: 31 * USD, debits: 31 * USD, balance: 0 });
+  });
 
   it("measures group-commit throughput (printed, not asserted)", async () => {
     const repository = openRepository(tempDbPath(), { flushIntervalMs: 60_000 });

@@ -28,8 +28,19 @@ function toCycle(row: PlanRow): PlanCycle {
   };
 }
 
-/** Plan cycles: a balance-funded purchase debits the price; any purchase credits the plan's bonus. One transaction. */
-export function createSqlitePlans(client: Database) {
+/** What this process knows of an account's funds that the file does not hold yet (reservations.ts, pending.ts). */
+export interface UnstoredFunds {
+  /** To add to the stored available funds: settled holds swapped for queued debits, holds kept in memory. */
+  availableShift(accountId: string): number;
+  /** Debits queued for the group commit. */
+  queuedDebits(accountId: string): number;
+}
+
+/**
+ * Plan cycles: a balance-funded purchase debits the price; any purchase credits the plan's bonus. One
+ * transaction. The funds it checks are the ones a request's reservation sees: holds and queued debits count.
+ */
+export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
   const available = client.prepare<{ available: number }, [string, string]>(
     `select a.total_credits_nano - a.total_debits_nano
             - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
@@ -52,8 +63,9 @@ export function createSqlitePlans(client: Database) {
   );
 
   const purchase = client.transaction((p: PlanPurchase) => {
-    const funds = available.get(p.accountId, p.accountId);
-    if (!funds) throw new NotFoundError(`no account "${p.accountId}"`);
+    const stored = available.get(p.accountId, p.accountId);
+    if (!stored) throw new NotFoundError(`no account "${p.accountId}"`);
+    const funds = { available: stored.available + unstored.availableShift(p.accountId) };
     if (p.funding === "balance") {
       if (balanceFunded.get(p.accountId)) {
         throw new ConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
@@ -71,7 +83,7 @@ export function createSqlitePlans(client: Database) {
       addCredits.run(p.bonus, p.accountId);
     }
     insertPlan.run(p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing ? 1 : 0);
-    return balance.get(p.accountId)!.balance;
+    return balance.get(p.accountId)!.balance - unstored.queuedDebits(p.accountId);
   });
 
   return {

@@ -86,7 +86,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .prepare();
 
   const reservations = createSqliteReservations(client, pending, holds);
-  const plans = createSqlitePlans(client);
+  const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
   let closed = false;
   function writeBatch(batch: readonly Generation[]): void {
     writer.write(batch);

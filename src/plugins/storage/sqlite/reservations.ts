@@ -243,6 +243,8 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
         }
       });
     },
+    /** What to add to the stored available funds of the account for what only this process knows. */
+    availableShift: accountShift,
     /** This process changed funds in the store (credit, plan): figures read before are stale. */
     storedChanged(): void {
       processFunds = null;
