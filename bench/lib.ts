@@ -159,6 +159,41 @@ export async function provisionKey(gatewayUrl: string, keyOptions: Record<string
   return key.data.key as string;
 }
 
+let clockTicksPerSecond: number | undefined;
+
+/**
+ * CPU seconds a process has used so far: its main (JS) thread and all its threads together, from
+ * /proc (Linux). null where /proc is missing. Divided by the requests served, this is the CPU cost of a
+ * request, a figure the machine's noise moves far less than throughput.
+ */
+export function cpuSeconds(pid: number): { main: number; all: number } | null {
+  try {
+    clockTicksPerSecond ??= Number(Bun.spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
+    const ticks = (path: string) => {
+      const fields = readFileSync(path, "utf8").split(") ")[1]!.split(" ");
+      return Number(fields[11]) + Number(fields[12]); // utime + stime
+    };
+    return { main: ticks(`/proc/${pid}/task/${pid}/stat`) / clockTicksPerSecond, all: ticks(`/proc/${pid}/stat`) / clockTicksPerSecond };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU microseconds per request between two `cpuSeconds` readings. */
+export interface CpuPerRequest {
+  mainUs: number;
+  allUs: number;
+}
+
+export async function measuringCpu<T extends { cpu?: CpuPerRequest }>(pid: number | undefined, run: () => Promise<T>, served: (result: T) => number): Promise<T> {
+  const before = pid === undefined ? null : cpuSeconds(pid);
+  const result = await run();
+  const after = pid === undefined ? null : cpuSeconds(pid);
+  const n = served(result);
+  if (!before || !after || n === 0) return result;
+  return { ...result, cpu: { mainUs: ((after.main - before.main) * 1e6) / n, allUs: ((after.all - before.all) * 1e6) / n } };
+}
+
 export function rssMb(pid: number): number {
   try {
     const match = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
@@ -183,6 +218,8 @@ export interface Target {
   headers?: Record<string, string>;
   /** What a complete stream ends with (default `data: [DONE]`). */
   endMarker?: string;
+  /** The serving process, whose CPU time per request is measured (upstream, proxies). */
+  pid?: number;
 }
 
 function requestHeaders(target: Target): Record<string, string> {
@@ -190,6 +227,8 @@ function requestHeaders(target: Target): Record<string, string> {
 }
 
 export interface NonStreamFigures {
+  /** CPU of the serving process per request (where measured). */
+  cpu?: CpuPerRequest;
   rps: number;
   p50: number;
   p99: number;
@@ -250,6 +289,8 @@ export async function cannon(target: Target, body: string, connections: number, 
 }
 
 export interface StreamFigures {
+  /** CPU of the serving process per stream (where measured). */
+  cpu?: CpuPerRequest;
   streamsPerSec: number;
   completed: number;
   errors: number;

@@ -125,6 +125,7 @@ export function portkeyTarget(portkey: Child, upstreamUrl: string): Target {
   return {
     name: "portkey",
     url: portkey.url,
+    pid: portkey.proc.pid,
     key: UPSTREAM_KEY,
     headers: {
       authorization: `Bearer ${UPSTREAM_KEY}`,

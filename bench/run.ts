@@ -46,6 +46,8 @@ import {
   type NonStreamFigures,
   type StreamFigures,
   type Target,
+  type CpuPerRequest,
+  measuringCpu,
 } from "./lib.ts";
 
 const CASES = ["nonstream", "stream", "plugins", "cross-format", "open-streams", "usage", "scale-out"] as const;
@@ -110,6 +112,8 @@ function parseArgs(argv: string[]) {
 }
 
 
+/** "main|all" CPU microseconds of the serving process per request: its JS thread, and all its threads. */
+const cpuCell = (cpu: CpuPerRequest | undefined) => (cpu ? `${f(cpu.mainUs, 1)}|${f(cpu.allUs, 1)}` : "-");
 const isProxy = (target: Target) => target.name !== "upstream" && target.name !== "bare";
 
 interface OpenStreamsFigures extends OpenStreamsResult {
@@ -248,9 +252,9 @@ async function main() {
     }
     const targets: Target[] = needsProxies
       ? [
-          { name: "upstream", url: upstream!.url, key: UPSTREAM_KEY },
-          { name: "bare", url: bare!.url, key: UPSTREAM_KEY },
-          { name: "gateway", url: gateway!.url, key: gatewayKey },
+          { name: "upstream", url: upstream!.url, key: UPSTREAM_KEY, pid: upstream!.proc.pid },
+          { name: "bare", url: bare!.url, key: UPSTREAM_KEY, pid: bare!.proc.pid },
+          { name: "gateway", url: gateway!.url, key: gatewayKey, pid: gateway!.proc.pid },
         ]
       : [];
 
@@ -284,7 +288,7 @@ async function main() {
         for (const target of targets) {
           log(`non-streaming c=${c} → ${target.name}`);
           await cannon(target, body, c, options.warmupMs);
-          figures[target.name] = await cannon(target, body, c, options.measureMs);
+          figures[target.name] = await measuringCpu(target.pid, () => cannon(target, body, c, options.measureMs), (x) => x.requests);
         }
         byConcurrency[c] = figures;
       }
@@ -307,6 +311,7 @@ async function main() {
             target.name === "upstream" ? "-" : signed(x.p50 - up.p50, 3),
             isProxy(target) ? signed(x.p50 - bareF.p50, 3) : "-",
             isProxy(target) ? signed(x.p99 - bareF.p99, 3) : "-",
+            cpuCell(x.cpu),
             `${x.non2xx}/${x.errors}`,
           ]);
         }
@@ -337,7 +342,7 @@ async function main() {
       cases.nonstream = json;
       table(
         `Non-streaming chat completion (gpt-6-luna), autocannon, ${options.measureMs / 1000} s each`,
-        ["conc", "target", "req/s", "p50 ms", "p99 ms", "×upstream", "×bare", "+p50 vs up", "+p50 vs bare", "+p99 vs bare", "non2xx/err"],
+        ["conc", "target", "req/s", "p50 ms", "p99 ms", "×upstream", "×bare", "+p50 vs up", "+p50 vs bare", "+p99 vs bare", "CPU µs/req main|all", "non2xx/err"],
         rows,
       );
       const c1 = byConcurrency[1]!;
@@ -365,7 +370,7 @@ async function main() {
         for (const target of targets) {
           log(`streaming c=${c} → ${target.name}`);
           await streams(target, body, c, options.warmupMs);
-          figures[target.name] = await streams(target, body, c, options.measureMs);
+          figures[target.name] = await measuringCpu(target.pid, () => streams(target, body, c, options.measureMs), (x) => x.completed);
           if (figures[target.name]!.errors > 0) log(`WARNING: ${target.name}: ${figures[target.name]!.errors} failed streams, first: ${figures[target.name]!.firstError}`);
         }
         byConcurrency[c] = figures;
@@ -390,6 +395,7 @@ async function main() {
             f(x.streamsPerSec / bareF.streamsPerSec),
             isProxy(target) ? signed(x.ttfbP50 - bareF.ttfbP50, 3) : "-",
             isProxy(target) ? signed(x.ttlbP99 - bareF.ttlbP99, 3) : "-",
+            cpuCell(x.cpu),
             String(x.errors),
           ]);
         }
@@ -420,7 +426,7 @@ async function main() {
       cases.stream = json;
       table(
         `Streaming chat completion (gpt-6-luna), fetch client, ${options.measureMs / 1000} s each`,
-        ["conc", "target", "streams/s", "TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99", "×upstream", "×bare", "+TTFB p50 vs bare", "+TTLB p99 vs bare", "errors"],
+        ["conc", "target", "streams/s", "TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99", "×upstream", "×bare", "+TTFB p50 vs bare", "+TTLB p99 vs bare", "CPU µs/stream main|all", "errors"],
         rows,
       );
       const c1 = byConcurrency[1]!;
