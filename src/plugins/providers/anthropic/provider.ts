@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import type { WireFormat } from "../../../core/format.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { upstreamFetch } from "../../../core/http.ts";
+import { jsonHeaders, upstreamFetch } from "../../../core/http.ts";
 import { crossesFormats, upstreamBodyFor } from "../../../core/translate.ts";
 import { anthropicMessages } from "../../../formats/anthropic-messages/index.ts";
 import { fitThinkingBudget } from "../../../formats/anthropic-messages/translation/from-canonical.ts";
@@ -21,6 +21,8 @@ export interface AnthropicUpstream {
 export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
   const url = upstream.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/v1/messages";
   const allowed = upstream.passBetas === "all" ? null : new Set(upstream.passBetas);
+  const keyHeaders = { "x-api-key": upstream.apiKey ?? "", "anthropic-version": upstream.version };
+  const baseHeaders = upstream.apiKey ? jsonHeaders(keyHeaders) : undefined;
   return {
     formats: [anthropicMessages],
     buildBody(ctx: GatewayContext, format: WireFormat) {
@@ -39,9 +41,8 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
           `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
         );
       }
-      const headers: Record<string, string> = { "x-api-key": upstream.apiKey, "anthropic-version": upstream.version };
       const betas = crossesFormats(ctx, format) ? "" : clientBetas(ctx.headers, allowed);
-      if (betas) headers["anthropic-beta"] = betas;
+      const headers = betas ? jsonHeaders({ ...keyHeaders, "anthropic-beta": betas }) : baseHeaders!;
       return upstreamFetch({ url, headers, body, signal: ctx.signal });
     },
   };

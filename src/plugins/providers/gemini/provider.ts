@@ -1,7 +1,7 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { upstreamFetch } from "../../../core/http.ts";
+import { jsonHeaders, upstreamFetch } from "../../../core/http.ts";
 import { upstreamBodyFor } from "../../../core/translate.ts";
 import { gemini } from "../../../formats/gemini/index.ts";
 
@@ -22,6 +22,7 @@ export function geminiUrl(baseUrl: string, upstreamModel: string, stream: boolea
 
 /** The Gemini API upstream: every client format is translated to generateContent. */
 export function createGeminiProvider(upstream: GeminiUpstream): Provider {
+  const headers = upstream.apiKey ? jsonHeaders({ "x-goog-api-key": upstream.apiKey }) : undefined;
   return {
     formats: [gemini],
     buildBody(ctx: GatewayContext, format) {
@@ -36,7 +37,7 @@ export function createGeminiProvider(upstream: GeminiUpstream): Provider {
         );
       }
       const url = geminiUrl(upstream.baseUrl, ctx.target!.upstreamModel, ctx.request.stream);
-      return upstreamFetch({ url, headers: { "x-goog-api-key": upstream.apiKey }, body, signal: ctx.signal });
+      return upstreamFetch({ url, headers: headers!, body, signal: ctx.signal });
     },
   };
 }

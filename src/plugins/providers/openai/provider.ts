@@ -1,7 +1,7 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { upstreamFetch } from "../../../core/http.ts";
+import { jsonHeaders, upstreamFetch } from "../../../core/http.ts";
 import { upstreamBodyFor } from "../../../core/translate.ts";
 import { openaiChat } from "../../../formats/openai-chat/index.ts";
 import { openaiResponses } from "../../../formats/openai-responses/index.ts";
@@ -29,7 +29,7 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
   const url = baseUrl + "/chat/completions";
   const responsesUrl = baseUrl + "/responses";
   const imagesUrl = baseUrl + "/images/generations";
-  const headers = upstream.apiKey ? { authorization: `Bearer ${upstream.apiKey}` } : undefined;
+  const headers = upstream.apiKey ? jsonHeaders({ authorization: `Bearer ${upstream.apiKey}` }) : undefined;
   return {
     formats: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
     buildBody(ctx: GatewayContext, format) {
