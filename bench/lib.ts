@@ -25,8 +25,8 @@ export interface Child {
 
 export const children = new Set<Child>();
 
-export function spawnChild(name: string, cmd: string[], env: Record<string, string | undefined>, url: string): Child {
-  const proc = Bun.spawn({ cmd, cwd: ROOT, env: env as Record<string, string>, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+export function spawnChild(name: string, cmd: string[], env: Record<string, string | undefined>, url: string, cwd = ROOT): Child {
+  const proc = Bun.spawn({ cmd, cwd, env: env as Record<string, string>, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   let tail = "";
   const sink = async (stream: ReadableStream<Uint8Array>) => {
     const decoder = new TextDecoder();
