@@ -35,9 +35,10 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): { cli
     // (kill -9); only an OS crash / power loss may lose the last few commits, never corrupt.
     client.exec("PRAGMA journal_mode = WAL");
     client.exec("PRAGMA synchronous = NORMAL");
-    // Group commits dirty many index pages: a bigger page cache and fewer, larger checkpoints roughly
-    // double the metering throughput.
-    client.exec("PRAGMA cache_size = -32768");
+    // 8 MB of page cache: metering appends at the right edge of time-ordered indexes, so its working set is
+    // small (32 MB measured the same write throughput, and kept 30 MB more resident once the file was large).
+    // Fewer, larger checkpoints: a group commit does not pay for one every few batches.
+    client.exec("PRAGMA cache_size = -8192");
     client.exec("PRAGMA wal_autocheckpoint = 10000");
     client.exec("PRAGMA foreign_keys = ON");
     const db = drizzle({ client, schema: sqliteSchema });
