@@ -8,13 +8,49 @@ export interface Logger {
   child(tag: string): Logger;
 }
 
+import { writeSync } from "node:fs";
+
 const silent = process.env.GATEWAY_LOG === "silent";
+
+/**
+ * Lines are gathered and written once per turn of the event loop (or every 64 KB): one write for all the
+ * requests of a turn instead of one per request (a write per access line cost ~9% of the throughput, stdout
+ * being a pipe). What is gathered when the process exits is written synchronously on the way out; a process
+ * killed outright loses at most the lines of its last turn.
+ */
+let gathered = "";
+let flushScheduled = false;
+
+function flushLines(): void {
+  flushScheduled = false;
+  if (gathered === "") return;
+  const text = gathered;
+  gathered = "";
+  process.stdout.write(text);
+}
+
+function emit(line: string): void {
+  gathered += line;
+  if (gathered.length >= 65_536) flushLines();
+  else if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flushLines);
+  }
+}
+
+process.on("exit", () => {
+  if (gathered === "") return;
+  try {
+    writeSync(1, gathered);
+  } catch {}
+  gathered = "";
+});
 
 export function createLogger(tag = "core", options: { silent?: boolean } = {}): Logger {
   const quiet = options.silent ?? silent;
   function write(level: string, message: string, fields?: Record<string, unknown>) {
     if (quiet) return;
-    process.stdout.write(JSON.stringify({ time: new Date().toISOString(), level, tag, message, ...fields }) + "\n");
+    emit(JSON.stringify({ time: new Date().toISOString(), level, tag, message, ...fields }) + "\n");
   }
   return {
     info: (message, fields) => write("info", message, fields),
