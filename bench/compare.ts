@@ -4,20 +4,25 @@
  * land on all of them alike. Reports req/s (or streams/s) and the CPU each gateway spent per request
  * (its JS thread, and all its threads), the figure that shows a change of a few percent.
  *
- *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--rounds 4] [--seconds 3] [--concurrency 64]
+ *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
  *
  * A target is a directory holding a checkout of the gateway (`git worktree add /tmp/before HEAD~1`, then
  * link its node_modules), run from that directory (its own plugins-config.yaml and catalog), optionally
- * followed by a config file and environment settings, ':'-separated:
+ * followed by a config file and comma-separated environment settings, ':'-separated:
  *
  *   bun bench/compare.ts /tmp/before .                                  # the last commit against the tree
  *   bun bench/compare.ts . .:/tmp/no-metering.yaml                     # with a plugin off (GATEWAY_CONFIG)
  *   bun bench/compare.ts . .::SQLITE_HOLDS=shared --stream             # an environment setting, streaming
+ *   bun bench/compare.ts . .::REDIS_URL=redis://127.0.0.1:6379 --key-limits   # rate limits counted in Redis
+ *
+ * `--key-limits`: the key of the plugins case (RPM and TPM 10,000,000, a key budget), so the rate-limit and
+ * key-budget paths run on every request.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chatBody } from "./stream-client.ts";
+import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
 import {
   BUN,
   cannon,
@@ -41,13 +46,15 @@ interface Options {
   rounds: number;
   seconds: number;
   concurrency: number;
+  keyLimits: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64 };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
+    else if (a === "--key-limits") options.keyLimits = true;
     else if (a === "--rounds") options.rounds = Number(argv[++i]);
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
     else if (a === "--concurrency") options.concurrency = Number(argv[++i]);
@@ -56,7 +63,7 @@ function parseArgs(argv: string[]): Options {
   }
   const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0);
   if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>...]] ... [--stream] [--rounds N] [--seconds S] [--concurrency C]");
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--stream] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
     process.exit(2);
   }
   return options;
@@ -80,14 +87,16 @@ async function main(): Promise<void> {
     await waitReady(upstream, "/v1/models", false);
     const gateways = [];
     for (const [i, spec] of options.targets.entries()) {
-      const [dir, config, ...settings] = spec.split(":");
+      const [dir, config] = spec.split(":");
+      const settings = spec.split(":").length > 2 ? spec.slice(dir!.length + (config ?? "").length + 2).split(",") : [];
       const env: Record<string, string> = Object.fromEntries(settings.map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]));
       if (config) env.GATEWAY_CONFIG = resolve(config);
       const port = freePort();
       // Run from its own directory: each checkout reads its own plugins-config.yaml and catalog.
       const child = spawnChild(spec, [BUN, "src/index.ts"], gatewayEnv(port, join(tmp, `gateway-${i}.db`), upstream.url, env), `http://127.0.0.1:${port}`, resolve(dir!));
       await waitReady(child, "/ready", true);
-      gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url) }, pid: child.proc.pid });
+      const keyOptions = options.keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {};
+      gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url, keyOptions) }, pid: child.proc.pid });
     }
     const body = chatBody({ stream: options.stream });
     const tallies = new Map<string, Tally>(gateways.map((g) => [g.target.name, { label: g.target.name, served: 0, seconds: 0, mainSeconds: 0, allSeconds: 0 }]));

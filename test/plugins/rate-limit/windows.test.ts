@@ -208,6 +208,18 @@ describeRedis(`rate-limit windows (redis)${REDIS_URL ? "" : SKIPPED}`, () => {
     await Promise.all(clients.map((client) => client.close()));
   });
 
+  it("counts on when Redis lost its scripts (restart, SCRIPT FLUSH), requests of one turn pipelined together", async () => {
+    const store = await open();
+    const key = newKey();
+    expect(await store.admit(key, 10, 0, 0, T0)).toBeNull();
+    await store.redis.script("FLUSH");
+    // Issued in one turn, so they go out in one pipeline of EVALSHA that Redis answers NOSCRIPT to.
+    const verdicts = await Promise.all(Array.from({ length: 12 }, () => store.admit(key, 10, 0, 0, T0)));
+    expect(verdicts.filter((verdict) => verdict === null).length).toBe(9);
+    expect(verdicts.filter((verdict) => verdict?.limit === "rpm").length).toBe(3);
+    await store.close();
+  });
+
   it("fails closed and fast with 503 unavailable when Redis cannot be reached", async () => {
     const store = await createRedisStore({ url: "redis://127.0.0.1:6390", keyPrefix: prefix, commandTimeoutMs: 200, log });
     const started = performance.now();
