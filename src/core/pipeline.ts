@@ -11,7 +11,7 @@ import {
   UpstreamHttpError,
   asGatewayError,
 } from "./errors.ts";
-import { readSseFrameBatches } from "./sse.ts";
+import { SseSplitter, type SseFrame } from "./sse.ts";
 import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
@@ -175,7 +175,10 @@ export class Pipeline implements Gateway {
     const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
-    const batches = readSseFrameBatches(body, ctx.signal);
+    const reader = body.getReader();
+    const splitter = new SseSplitter();
+    let drained = false;
+    let clientGone = false;
     let finished = false;
     let streamError: { message: string; status?: number } | undefined;
     const finish = async (outcome: Outcome) => {
@@ -187,35 +190,50 @@ export class Pipeline implements Gateway {
         this.active--;
       }
     };
-    // Bun's direct stream: frames are written straight to the socket (no queue, no per-frame encode) and
-    // flushed as they come, so the client sees each one at once.
+    /** Stops reading the upstream (a drained body needs nothing: releasing it costs ~2% of a streaming gateway's CPU). */
+    const stopUpstream = async () => {
+      if (!drained) await reader.cancel().catch(() => {});
+    };
     const abandon = async () => {
-      await batches.return(undefined).catch(() => {});
-      await body.cancel().catch(() => {});
+      clientGone = true;
+      await stopUpstream();
       await finish({ status: "cancelled" });
     };
+    const relayFrames = (frames: SseFrame[]): string => {
+      let out = "";
+      for (const frame of frames) {
+        const relayed = relay.onFrame(frame);
+        for (const event of relayed.events) {
+          if (event.type === "error") streamError = event;
+          this.observe(ctx, event);
+        }
+        if (relayed.out !== null) out += relayed.out;
+      }
+      return out;
+    };
+    // Bun's direct stream: frames are written straight to the socket (no queue, no per-frame encode) and
+    // flushed as they come, so the client sees each one at once.
     const stream = new ReadableStream({
       type: "direct",
       pull: async (controller: ReadableStreamDirectController) => {
         try {
           // The frames of one upstream read go out in one write.
-          for (let next = await batches.next(); !next.done; next = await batches.next()) {
+          while (!drained && !clientGone && !ctx.signal.aborted) {
+            const { value, done } = await reader.read();
+            if (clientGone) break;
+            if (done) drained = true;
+            const frames = done ? splitter.end() : splitter.push(value);
+            if (frames.length === 0) continue;
             ctx.firstTokenMono ??= performance.now();
-            let out = "";
-            for (const frame of next.value) {
-              const relayed = relay.onFrame(frame);
-              for (const event of relayed.events) {
-                if (event.type === "error") streamError = event;
-                this.observe(ctx, event);
-              }
-              if (relayed.out !== null) out += relayed.out;
-            }
+            const out = relayFrames(frames);
             if (out !== "") {
               const written = controller.write(out);
               if (written === 0) return await abandon(); // the client went away
               if (typeof written !== "number") await written; // backpressure: wait for the socket to drain
             }
           }
+          if (clientGone) return;
+          if (!drained) await stopUpstream(); // deadline passed or client gone (seen by the sweep)
           const tail = relay.end?.();
           for (const event of tail?.events ?? []) {
             if (event.type === "error") streamError = event;
@@ -230,13 +248,14 @@ export class Pipeline implements Gateway {
           await finish(outcome);
           await controller.end();
         } catch (thrown) {
+          await stopUpstream();
           const error = ctx.signal.aborted && !(thrown instanceof GatewayError)
             ? new UpstreamError("upstream stream aborted (timeout or client disconnect)")
             : asGatewayError(thrown);
           try {
             controller.write(ctx.ingress.streamErrorFrame(error));
           } catch {}
-          await finish(ctx.signal.aborted ? { status: "cancelled" } : failure(error));
+          await finish(ctx.signal.aborted || clientGone ? { status: "cancelled" } : failure(error));
           try {
             await controller.end();
           } catch {}

@@ -6,14 +6,40 @@ export interface SseFrame {
 }
 
 /**
- * Splits an SSE byte stream into frames (events separated by a blank line; multi-line data joined),
- * yielding the complete frames of each read together: a relay handles them in one go and writes once.
- * One pass over the text: frames are cut at positions, the buffer is trimmed once per read.
+ * Splits SSE bytes into frames (events separated by a blank line; multi-line data joined), synchronously:
+ * `push` takes one read's bytes and returns the frames they complete, `end` the last one left. One pass over
+ * the text: frames are cut at positions, the buffer is trimmed once per read.
  */
+export class SseSplitter {
+  private readonly decoder = new TextDecoder();
+  private buffer = "";
+
+  push(bytes: Uint8Array): SseFrame[] {
+    const buffer = normalizeNewlines(this.buffer + this.decoder.decode(bytes, { stream: true }), false);
+    const frames: SseFrame[] = [];
+    let start = 0;
+    let end: number;
+    while ((end = buffer.indexOf("\n\n", start)) !== -1) {
+      const frame = parseBlock(buffer, start, end);
+      start = end + 2;
+      if (frame) frames.push(frame);
+    }
+    this.buffer = start > 0 ? buffer.slice(start) : buffer;
+    return frames;
+  }
+
+  end(): SseFrame[] {
+    const buffer = normalizeNewlines(this.buffer + this.decoder.decode(), true);
+    this.buffer = "";
+    const tail = parseBlock(buffer, 0, buffer.length);
+    return tail ? [tail] : [];
+  }
+}
+
+/** The frames of an SSE body, those of each read together (a relay handles them in one go and writes once). */
 export async function* readSseFrameBatches(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame[]> {
-  const decoder = new TextDecoder();
+  const splitter = new SseSplitter();
   const reader = body.getReader();
-  let buffer = "";
   let drained = false;
   try {
     while (true) {
@@ -23,21 +49,11 @@ export async function* readSseFrameBatches(body: ReadableStream<Uint8Array>, sig
         drained = true;
         break;
       }
-      buffer = normalizeNewlines(buffer + decoder.decode(value, { stream: true }), false);
-      const frames: SseFrame[] = [];
-      let start = 0;
-      let end: number;
-      while ((end = buffer.indexOf("\n\n", start)) !== -1) {
-        const frame = parseBlock(buffer, start, end);
-        start = end + 2;
-        if (frame) frames.push(frame);
-      }
-      if (start > 0) buffer = buffer.slice(start);
+      const frames = splitter.push(value);
       if (frames.length > 0) yield frames;
     }
-    buffer = normalizeNewlines(buffer + decoder.decode(), true);
-    const tail = parseBlock(buffer, 0, buffer.length);
-    if (tail) yield [tail];
+    const tail = splitter.end();
+    if (tail.length > 0) yield tail;
   } finally {
     // Released only when left early (the caller may cancel the body then); a drained body needs nothing,
     // and releasing costs ~2% of a streaming gateway's CPU (it rejects the reader's closed promise).
