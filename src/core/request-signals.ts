@@ -1,18 +1,17 @@
 /**
  * One abort signal per request that fires when the client goes away or the request outlives its
  * deadline, whichever comes first. It replaces `AbortSignal.any([request.signal, AbortSignal.timeout(ms)])`,
- * which cost ~5 µs of the event loop per request (a timer and a dependent signal each): here each request
- * costs one AbortController and a set entry, and one shared sweep every `sweepMs` checks the requests in
- * flight. A disconnect or deadline is therefore seen up to `sweepMs` late.
+ * which cost ~5 µs of the event loop per request and kept every request's timer (and what it holds) alive
+ * until the deadline: here each request costs one AbortController and a slot in flat arrays (no object per
+ * request: a per-request entry object kept in a long-lived map cost ~1.5 µs more), and one shared sweep every
+ * `sweepMs` checks the requests in flight. A disconnect or deadline is therefore seen up to `sweepMs` late.
  */
-interface Watched {
-  request: Request;
-  controller: AbortController;
-  deadline: number;
-}
-
 export class RequestSignals {
-  private readonly watched = new Map<AbortSignal, Watched>();
+  private readonly clientSignals: (AbortSignal | undefined)[] = [];
+  private readonly controllers: (AbortController | undefined)[] = [];
+  private readonly deadlines: number[] = [];
+  private readonly freeSlots: number[] = [];
+  private readonly slotOf = new Map<AbortSignal, number>();
   private timer: ReturnType<typeof setInterval> | null = null;
 
   constructor(
@@ -22,37 +21,49 @@ export class RequestSignals {
 
   /** A signal for this request; give it back with `release` when the request is over. */
   open(request: Request): AbortSignal {
-    const entry: Watched = { request, controller: new AbortController(), deadline: performance.now() + this.timeoutMs };
-    this.watched.set(entry.controller.signal, entry);
+    const controller = new AbortController();
+    const slot = this.freeSlots.pop() ?? this.controllers.length;
+    this.clientSignals[slot] = request.signal;
+    this.controllers[slot] = controller;
+    this.deadlines[slot] = performance.now() + this.timeoutMs;
+    this.slotOf.set(controller.signal, slot);
     if (this.timer === null) {
       this.timer = setInterval(() => this.sweep(), this.sweepMs);
       this.timer.unref?.();
     }
-    return entry.controller.signal;
+    return controller.signal;
   }
 
   release(signal: AbortSignal): void {
-    this.watched.delete(signal);
+    const slot = this.slotOf.get(signal);
+    if (slot === undefined) return;
+    this.slotOf.delete(signal);
+    this.clientSignals[slot] = undefined;
+    this.controllers[slot] = undefined;
+    this.freeSlots.push(slot);
   }
 
   /** Requests being watched (for tests). */
   get size(): number {
-    return this.watched.size;
+    return this.slotOf.size;
   }
 
   private sweep(): void {
     const now = performance.now();
-    for (const [signal, entry] of this.watched) {
-      if (entry.request.signal.aborted) {
-        entry.controller.abort(entry.request.signal.reason);
-      } else if (now >= entry.deadline) {
-        entry.controller.abort(new DOMException(`the request took longer than ${this.timeoutMs} ms`, "TimeoutError"));
+    for (let slot = 0; slot < this.controllers.length; slot++) {
+      const controller = this.controllers[slot];
+      if (controller === undefined) continue;
+      const client = this.clientSignals[slot]!;
+      if (client.aborted) {
+        controller.abort(client.reason);
+      } else if (now >= this.deadlines[slot]!) {
+        controller.abort(new DOMException(`the request took longer than ${this.timeoutMs} ms`, "TimeoutError"));
       } else {
         continue;
       }
-      this.watched.delete(signal);
+      this.release(controller.signal);
     }
-    if (this.watched.size === 0 && this.timer !== null) {
+    if (this.slotOf.size === 0 && this.timer !== null) {
       clearInterval(this.timer);
       this.timer = null;
     }

@@ -32,6 +32,18 @@ describe("request signals", () => {
     expect(signals.size).toBe(0);
   });
 
+  it("a request in the place of a released one is not aborted by the earlier client going away", async () => {
+    const signals = new RequestSignals(10_000, 10);
+    const earlier = clientRequest();
+    signals.release(signals.open(earlier.request));
+    const later = signals.open(clientRequest().request);
+    earlier.client.abort(new Error("earlier client gone"));
+    await Bun.sleep(50);
+    expect(later.aborted).toBe(false);
+    expect(signals.size).toBe(1);
+    signals.release(later);
+  });
+
   it("a released request is no longer aborted by its deadline", async () => {
     const signals = new RequestSignals(40, 10);
     const signal = signals.open(clientRequest().request);
