@@ -55,7 +55,8 @@ function responseKey(accountId: string, responseId: string): string {
  */
 export class PendingGenerations {
   readonly queue: Generation[] = [];
-  private readonly byId = new Map<string, Generation>();
+  /** Ids only (a string set): a long-lived map holding each request's object costs the hot path more. */
+  private readonly ids = new Set<string>();
   private readonly byResponse = new Map<string, Generation>();
   private readonly debits = new Map<string, number>();
   private readonly keyUsage = new Map<string, number>();
@@ -66,9 +67,9 @@ export class PendingGenerations {
 
   /** Queues a generation; false when its id is already pending (a request is metered once). */
   add(g: Generation): boolean {
-    if (this.byId.has(g.id)) return false;
+    if (this.ids.has(g.id)) return false;
     this.queue.push(g);
-    this.byId.set(g.id, g);
+    this.ids.add(g.id);
     if (g.responseId !== null) this.byResponse.set(responseKey(g.accountId, g.responseId), g);
     addTo(this.debits, g.accountId, g.totalCost);
     addTo(this.keyUsage, g.keyId, g.totalCost);
@@ -79,7 +80,7 @@ export class PendingGenerations {
   settle(count: number): void {
     const settled = this.queue.splice(0, count);
     for (const g of settled) {
-      this.byId.delete(g.id);
+      this.ids.delete(g.id);
       if (g.responseId !== null) {
         const key = responseKey(g.accountId, g.responseId);
         if (this.byResponse.get(key) === g) this.byResponse.delete(key);
@@ -90,8 +91,11 @@ export class PendingGenerations {
   }
 
   find(accountId: string, id: string): Generation | undefined {
-    const byId = this.byId.get(id);
-    if (byId !== undefined && byId.accountId === accountId) return byId;
+    // A lookup (cost API) scans the queue: at most a few batches, and only when the id is queued at all.
+    if (this.ids.has(id)) {
+      const queued = this.queue.find((g) => g.id === id);
+      if (queued !== undefined && queued.accountId === accountId) return queued;
+    }
     return this.byResponse.get(responseKey(accountId, id));
   }
 
