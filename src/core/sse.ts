@@ -36,34 +36,11 @@ export class SseSplitter {
   }
 }
 
-/** The frames of an SSE body, those of each read together (a relay handles them in one go and writes once). */
-export async function* readSseFrameBatches(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame[]> {
+/** The frames of a whole SSE body, one at a time (the pipeline drives an SseSplitter itself). */
+export async function* readSseFrames(body: ReadableStream<Uint8Array>): AsyncGenerator<SseFrame> {
   const splitter = new SseSplitter();
-  const reader = body.getReader();
-  let drained = false;
-  try {
-    while (true) {
-      if (signal?.aborted) return;
-      const { value, done } = await reader.read();
-      if (done) {
-        drained = true;
-        break;
-      }
-      const frames = splitter.push(value);
-      if (frames.length > 0) yield frames;
-    }
-    const tail = splitter.end();
-    if (tail.length > 0) yield tail;
-  } finally {
-    // Released only when left early (the caller may cancel the body then); a drained body needs nothing,
-    // and releasing costs ~2% of a streaming gateway's CPU (it rejects the reader's closed promise).
-    if (!drained) reader.releaseLock();
-  }
-}
-
-/** The same frames one at a time. */
-export async function* readSseFrames(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame> {
-  for await (const frames of readSseFrameBatches(body, signal)) yield* frames;
+  for await (const bytes of body) yield* splitter.push(bytes);
+  yield* splitter.end();
 }
 
 /** CRLF and CR line ends as LF. A CR at the very end may be half of a CRLF: kept for the next read. */

@@ -16,7 +16,8 @@ const DONE = "data: [DONE]\n\n";
 export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
   const model = ctx.request.model;
   const created = Math.floor(ctx.startedAt / 1000);
-  let id: string | undefined;
+  const id = ctx.requestId; // every chunk carries the request id: the generation lookup's key
+  let started = false;
   let finished = false;
   let failed = false;
   let usage: Usage | undefined;
@@ -29,7 +30,7 @@ export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
 
   function chunk(delta: Json, finishReason: string | null = null): string {
     return frame({
-      id: id!,
+      id,
       object: "chat.completion.chunk",
       created,
       model,
@@ -39,8 +40,8 @@ export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
 
   /** The role chunk, once, before anything else the client sees. */
   function start(): string {
-    if (id !== undefined) return "";
-    id = ctx.requestId;
+    if (started) return "";
+    started = true;
     return chunk({ role: "assistant", content: "" });
   }
 
@@ -86,7 +87,6 @@ export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
       if (failed) return "";
       let out = "";
       if (usage && ctx.request.clientWantsStreamUsage) {
-        id ??= ctx.requestId;
         out += frame({ id, object: "chat.completion.chunk", created, model, choices: [], usage: chatUsage(usage) });
       }
       return out + DONE;
