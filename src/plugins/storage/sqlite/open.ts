@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
 import { migrate } from "drizzle-orm/bun-sqlite/migrator";
 import { sqliteSchema } from "./schema.ts";
+import { WRITER_AUTOCHECKPOINT_PAGES } from "./checkpointer.ts";
 
 export type SqliteDb = BunSQLiteDatabase<typeof sqliteSchema>;
 
@@ -37,9 +38,10 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): { cli
     client.exec("PRAGMA synchronous = NORMAL");
     // 8 MB of page cache: metering appends at the right edge of time-ordered indexes, so its working set is
     // small (32 MB measured the same write throughput, and kept 30 MB more resident once the file was large).
-    // Fewer, larger checkpoints: a group commit does not pay for one every few batches.
     client.exec("PRAGMA cache_size = -8192");
-    client.exec("PRAGMA wal_autocheckpoint = 10000");
+    // Fewer, larger checkpoints: a group commit does not pay for one every few batches. A file-backed
+    // repository moves them to a thread (checkpointer.ts) and turns this off while that thread runs.
+    client.exec(`PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
     client.exec("PRAGMA foreign_keys = ON");
     const db = drizzle({ client, schema: sqliteSchema });
     migrateWithRetry(db, options.migrationsFolder ?? DEFAULT_MIGRATIONS_FOLDER);

@@ -20,6 +20,7 @@ import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createSqliteReservations, type HoldsMode } from "./reservations.ts";
 import { lockForHolds } from "./process-lock.ts";
+import { startCheckpointer } from "./checkpointer.ts";
 import { createSqlitePlans } from "./plans.ts";
 import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
@@ -36,6 +37,8 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
    * against every other gateway process).
    */
   holds?: HoldsMode;
+  /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
+  checkpointIntervalMs?: number;
   log?: Logger;
 }
 
@@ -61,6 +64,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     client.close();
     throw error;
   }
+  const checkpointIntervalMs = options.checkpointIntervalMs ?? 500;
+  const checkpointer = isInMemoryPath(path) || checkpointIntervalMs <= 0 ? null : startCheckpointer(client, path, { intervalMs: checkpointIntervalMs, log });
   const writer = createMeteringWriter(db, client, { holdsInTable: holds === "shared" });
   const pending = new PendingGenerations();
 
@@ -354,6 +359,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       if (closed) return;
       closed = true; // new writes are refused from here; reads keep working until the file closes
       await commits.stop();
+      await checkpointer?.stop();
       client.close();
       lock?.release();
     },
