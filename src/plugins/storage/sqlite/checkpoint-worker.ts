@@ -43,21 +43,32 @@ function checkpoint(): void {
   }
 }
 
+/** Failed checkpoints in a row after which the thread gives up and the writer checkpoints itself again. */
+const MAX_FAILURES = 10;
+
 function start(options: CheckpointWorkerStart): void {
   try {
     db = new Database(options.path);
     db.exec("PRAGMA busy_timeout = 1000");
-    timer = setInterval(() => {
-      try {
-        checkpoint();
-      } catch {
-        // Busy or a transient I/O error: the next interval tries again, and the WAL keeps every commit meanwhile.
-      }
-    }, options.intervalMs);
-    send({ type: "ready" });
   } catch (error) {
     send({ type: "failed", error: String((error as Error)?.message ?? error) });
+    return;
   }
+  let failures = 0;
+  timer = setInterval(() => {
+    try {
+      checkpoint();
+      failures = 0;
+    } catch (error) {
+      // Busy or a transient I/O error: the next interval tries again, and the WAL keeps every commit meanwhile.
+      if (++failures < MAX_FAILURES) return;
+      clearInterval(timer!);
+      db?.close();
+      db = null;
+      send({ type: "failed", error: String((error as Error)?.message ?? error) });
+    }
+  }, options.intervalMs);
+  send({ type: "ready" });
 }
 
 function stop(): void {

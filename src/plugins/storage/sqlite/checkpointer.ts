@@ -33,6 +33,15 @@ export function startCheckpointer(client: Database, path: string, options: { int
   };
 
   const started = new Promise<boolean>((resolve) => {
+    /** The thread is gone (could not start, gave up, or crashed): the writer checkpoints itself again. */
+    const lost = (reason: string, error: unknown) => {
+      options.log.warn(`WAL checkpointer thread ${reason}; the writer checkpoints itself`, { error: String(error) });
+      if (running) writerCheckpoints(true);
+      running = false;
+      worker.terminate();
+      resolve(false);
+      onStopped?.();
+    };
     worker.onmessage = (event: MessageEvent<CheckpointWorkerMessage>) => {
       const message = event.data;
       if (message.type === "ready") {
@@ -40,21 +49,12 @@ export function startCheckpointer(client: Database, path: string, options: { int
         writerCheckpoints(false);
         resolve(true);
       } else if (message.type === "failed") {
-        options.log.warn("WAL checkpointer thread could not start; the writer checkpoints itself", { error: message.error });
-        worker.terminate();
-        resolve(false);
+        lost(running ? "gave up after repeated failures" : "could not start", message.error);
       } else {
         onStopped?.();
       }
     };
-    worker.onerror = (event) => {
-      options.log.warn("WAL checkpointer thread failed; the writer checkpoints itself", { error: String(event.message ?? event) });
-      if (running) writerCheckpoints(true);
-      running = false;
-      worker.terminate();
-      resolve(false);
-      onStopped?.();
-    };
+    worker.onerror = (event) => lost("failed", event.message ?? event);
   });
   worker.unref();
   worker.postMessage({ type: "start", options: { path, intervalMs: options.intervalMs } });
