@@ -86,22 +86,30 @@ export function countPromptTokens(body: Record<string, unknown>, exactTokenizer:
     total += PER_MESSAGE;
     total += countValue(message, count);
   }
-  for (const field of ["system", "tools", "functions", "response_format", "tool_choice", "input", "instructions", "prompt"]) {
+  for (const field of COUNTED_FIELDS) {
     if (body[field] !== undefined) total += countValue(body[field], count);
   }
   return total;
 }
 
+/** Request fields besides `messages` whose strings reach the model (every wire format's). */
+const COUNTED_FIELDS = ["system", "tools", "functions", "response_format", "tool_choice", "input", "instructions", "prompt"];
+
 /** Counts every string in a JSON value (keys of tool schemas included); image parts at the fixed bound. */
 function countValue(value: unknown, count: (text: string) => number): number {
   if (typeof value === "string") return count(value);
-  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + countValue(item, count), 0);
+  if (Array.isArray(value)) {
+    let sum = 0;
+    for (const item of value) sum += countValue(item, count);
+    return sum;
+  }
   if (value && typeof value === "object") {
     const record = value as Record<string, unknown>;
     if (record.type === "image_url" || record.type === "image" || record.type === "input_image") return IMAGE_TOKEN_BOUND;
     let sum = 0;
-    for (const [key, item] of Object.entries(record)) {
-      if (key === "role") continue;
+    for (const key in record) {
+      if (key === "role" || !Object.hasOwn(record, key)) continue;
+      const item = record[key];
       if (typeof item === "string" && (key === "type" || key === "tool_call_id" || key === "id")) {
         sum += 1;
         continue;

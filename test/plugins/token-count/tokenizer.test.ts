@@ -2,7 +2,7 @@ import { describe, expect, it } from "bun:test";
 import moduleRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 import { countTokens as moduleCount } from "gpt-tokenizer/encoding/o200k_base";
 import { countPromptTokens, loadTokenizer, o200kDataFile } from "../../../src/plugins/token-count/count.ts";
-import { buildO200kCounter } from "../../../src/plugins/token-count/o200k.ts";
+import { buildO200kCounter, PIECE } from "../../../src/plugins/token-count/o200k.ts";
 
 const counter = buildO200kCounter(await Bun.file(o200kDataFile()).text());
 /** gpt-tokenizer's count of ordinary text (special-token strings are text, not refused). */
@@ -70,6 +70,16 @@ describe("o200k counter built from the .tiktoken data file", () => {
     expect(counter.count("\uFEFFusing")).toBe(1);
     expect(reference("\uFEFFusing")).toBe(3);
     expect(counter.count("\uFEFFusing System;\n\uFEFFnamespace Demo {}")).toBe(6);
+  });
+
+  it("splits text into contiguous pieces: the pre-tokenizer matches every code point on its own", () => {
+    const uncovered: number[] = [];
+    for (let codePoint = 0; codePoint <= 0x10ffff; codePoint++) {
+      const text = String.fromCodePoint(codePoint);
+      PIECE.lastIndex = 0;
+      if (!PIECE.test(text) || PIECE.lastIndex !== text.length) uncovered.push(codePoint);
+    }
+    expect(uncovered).toEqual([]);
   });
 
   it("counts 300 random mixed-script texts exactly as gpt-tokenizer", () => {
