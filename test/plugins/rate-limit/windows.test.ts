@@ -190,6 +190,32 @@ describeRedis(`rate-limit windows (redis)${REDIS_URL ? "" : SKIPPED}`, () => {
     await store.close();
   });
 
+  it("sends the settles of one key within a few ms as one command with their sum, and still sends them at close", async () => {
+    const store = await open();
+    const key = newKey();
+    expect(await store.admit(key, 0, 1000, 100, T0)).toBeNull();
+    const scriptCalls = async () => {
+      const stats = await store.redis.info("commandstats");
+      return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((sum, match) => sum + Number(match[1]), 0);
+    };
+    const before = await scriptCalls();
+    // 20 requests of that key settle within the batch: 10 tokens each beyond their admission charge.
+    await Promise.all(Array.from({ length: 20 }, () => store.adjust(key, 1000, 10, T0)));
+    expect((await scriptCalls()) - before).toBe(1);
+    // The window holds 100 + 20 × 10 = 300 tokens.
+    expect(await store.admit(key, 0, 1000, 701, T0)).toEqual({ limit: "tpm", retryAfterMs: 60 });
+    expect(await store.admit(key, 0, 1000, 700, T0)).toBeNull();
+
+    const other = newKey();
+    expect(await store.admit(other, 0, 1000, 100, T0)).toBeNull();
+    void store.adjust(other, 1000, 400, T0); // not awaited: close sends it before quitting
+    await store.close();
+    const reader = await open();
+    expect(await reader.admit(other, 0, 1000, 501, T0)).toEqual({ limit: "tpm", retryAfterMs: 60 });
+    expect(await reader.admit(other, 0, 1000, 500, T0)).toBeNull();
+    await reader.close();
+  });
+
   it("shares one count among clients (gateway instances)", async () => {
     const [a, b] = [await open(), await open()];
     const key = newKey();
