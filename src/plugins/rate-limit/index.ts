@@ -95,8 +95,7 @@ export default definePlugin({
         const tokens = (usage ? usage.inputTokens + usage.outputTokens : 0) - charge.tokens;
         if (tokens === 0) return;
         const settled = windows.adjust(ctx.principal!.key.id, charge.tpm, tokens, now());
-        // Not awaited: the response must not wait for Redis. Commands on one connection keep their order,
-        // so this instance's next admission already sees it.
+        // Not awaited: the response must not wait for Redis (where settles are summed for a few ms, redis-store.ts).
         if (settled instanceof Promise) {
           settled.catch(function settleFailed(error) {
             host.log.warn("rate-limit settle lost", { request_id: ctx.requestId, tokens, error: String(error?.cause ?? error) });
