@@ -140,27 +140,34 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Wind
   });
 
   /**
-   * Settles (a request's actual tokens minus its admission charge) of one key, summed over
-   * SETTLE_BATCH_MS and sent as one command: half of the Redis commands per request were settles, and
-   * each costs the event loop more than the sum. Same outcome as one command per request applied
-   * in some order (a window never drops below zero either way); another instance sees them up to
-   * SETTLE_BATCH_MS later, a few tokens of a per-minute window.
+   * Settles (a request's actual tokens minus its admission charge) of one key, summed and sent as one
+   * command: half of the Redis commands per request were settles, and each costs the event loop more
+   * than the sum. Same outcome as one command per request applied in some order (a window never drops
+   * below zero either way). They go out before this instance's next admission of the key (one
+   * connection keeps the order, so that admission sees them), or after SETTLE_BATCH_MS; another
+   * instance sees them at most that much later, a few tokens of a per-minute window.
    */
   const settles = new Map<string, PendingSettle>();
   let settleTimer: ReturnType<typeof setTimeout> | null = null;
+  function sendSettle(key: string, settle: PendingSettle): void {
+    settles.delete(key);
+    if (settle.tokens === 0) return settle.done.resolve();
+    redis
+      .rateLimitAdjust(key, Math.floor(settle.now), settle.tpm, settle.tokens, PERIOD_MS)
+      .then(ignore, unavailable)
+      .then(settle.done.resolve, settle.done.reject);
+  }
   function sendSettles(): void {
     if (settleTimer !== null) clearTimeout(settleTimer);
     settleTimer = null;
-    for (const [key, settle] of settles) {
-      if (settle.tokens === 0) settle.done.resolve();
-      else redis.rateLimitAdjust(key, Math.floor(settle.now), settle.tpm, settle.tokens, PERIOD_MS).then(ignore, unavailable).then(settle.done.resolve, settle.done.reject);
-    }
-    settles.clear();
+    for (const [key, settle] of settles) sendSettle(key, settle);
   }
 
   return {
     redis,
     admit(key: string, rpm: number, tpm: number, tokens: number, now: number): Promise<Denial | null> {
+      const settle = settles.get(key);
+      if (settle !== undefined) sendSettle(key, settle);
       return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS).then(toDenial, unavailable);
     },
     adjust(key: string, tpm: number, tokens: number, now: number): Promise<void> {
