@@ -230,3 +230,32 @@ async function send(url: string, key: string, index: number, stream: boolean, bo
   }
   return outcome;
 }
+
+describe("graceful stop of an idle process", () => {
+  it("SIGTERM closes every plugin before the process ends: the last log lines are `stopping`, `stopped`", async () => {
+    const port = freePort();
+    const idle = Bun.spawn([BUN, "src/index.ts"], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? dir,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        DATABASE_URL: `sqlite:${join(dir, "idle.db")}`,
+        GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+        OPENAI_BASE_URL: `${fake.url}/v1`,
+        OPENAI_API_KEY: "x",
+      },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const stdout = new Response(idle.stdout).text();
+    await waitFor(() => fetch(`http://127.0.0.1:${port}/ready`).then((response) => response.status === 200, () => false), 15_000, "GET /ready");
+    idle.kill("SIGTERM");
+    expect(await Promise.race([idle.exited, Bun.sleep(15_000).then(() => "timeout" as const)])).toBe(0);
+    // An unreferenced worker thread (the WAL checkpointer) once let the process end half-way through its close.
+    const messages = (await stdout).trim().split("\n").map((line) => JSON.parse(line).message);
+    expect(messages.slice(-2)).toEqual(["stopping", "stopped"]);
+  });
+});

@@ -2,6 +2,9 @@ import type { Database } from "bun:sqlite";
 import type { Logger } from "../../../core/log.ts";
 import type { CheckpointWorkerMessage } from "./checkpoint-worker.ts";
 
+/** How long a stop waits for the thread's last checkpoint; the writer's close checkpoints what is left. */
+const STOP_TIMEOUT_MS = 5_000;
+
 /** WAL pages after which the writer checkpoints itself (open.ts), as long as no checkpointer thread runs. */
 export const WRITER_AUTOCHECKPOINT_PAGES = 10_000;
 
@@ -65,10 +68,16 @@ export function startCheckpointer(client: Database, path: string, options: { int
       if (!(await started) || !running) return;
       running = false;
       writerCheckpoints(true);
-      await new Promise<void>((resolve) => {
-        onStopped = resolve;
-        worker.postMessage({ type: "stop" });
-      });
+      // Referenced while it answers: an unreferenced worker does not keep the process alive, so a process
+      // with nothing else left (a gateway stopping) would exit here, before the store closes its file.
+      worker.ref();
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          onStopped = resolve;
+          worker.postMessage({ type: "stop" });
+        }),
+        Bun.sleep(STOP_TIMEOUT_MS),
+      ]);
       worker.terminate();
     },
   };
