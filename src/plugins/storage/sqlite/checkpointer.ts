@@ -65,19 +65,23 @@ export function startCheckpointer(client: Database, path: string, options: { int
   return {
     started,
     async stop() {
-      if (!(await started) || !running) return;
-      running = false;
-      writerCheckpoints(true);
-      // Referenced while it answers: an unreferenced worker does not keep the process alive, so a process
+      // Referenced until it is done: an unreferenced worker does not keep the process alive, so a process
       // with nothing else left (a gateway stopping) would exit here, before the store closes its file.
       worker.ref();
-      await Promise.race([
-        new Promise<void>((resolve) => {
-          onStopped = resolve;
-          worker.postMessage({ type: "stop" });
-        }),
-        Bun.sleep(STOP_TIMEOUT_MS),
-      ]);
+      if (!(await started) || !running) {
+        worker.terminate();
+        return;
+      }
+      running = false;
+      writerCheckpoints(true);
+      await new Promise<void>((resolve) => {
+        const giveUp = setTimeout(resolve, STOP_TIMEOUT_MS);
+        onStopped = () => {
+          clearTimeout(giveUp);
+          resolve();
+        };
+        worker.postMessage({ type: "stop" });
+      });
       worker.terminate();
     },
   };
