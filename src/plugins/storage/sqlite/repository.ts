@@ -15,6 +15,7 @@ import {
   type UsageRow,
 } from "../repository.ts";
 import { newId } from "./ids.ts";
+import { compileStatement } from "./statements.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
@@ -89,6 +90,38 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .orderBy(desc(generations.createdAt))
     .limit(1)
     .prepare();
+
+  // The usage report reads thousands of grouped rows: a raw statement returns them as objects keyed by
+  // the aliases, without drizzle's per-field mapping (38 -> ~15 ms for 92 days × 40 models × 3 keys).
+  const usageQuery = (scope: "account" | "key") =>
+    compileStatement(
+      client,
+      db
+        .select({
+          day: usageDaily.day,
+          model: usageDaily.model,
+          cost: sql<number>`sum(${usageDaily.costNano})`.as("cost"),
+          requests: sql<number>`sum(${usageDaily.requests})`.as("requests"),
+          successfulRequests: sql<number>`sum(${usageDaily.successfulRequests})`.as("successfulRequests"),
+          failedRequests: sql<number>`sum(${usageDaily.failedRequests})`.as("failedRequests"),
+          promptTokens: sql<number>`sum(${usageDaily.promptTokens})`.as("promptTokens"),
+          completionTokens: sql<number>`sum(${usageDaily.completionTokens})`.as("completionTokens"),
+          cachedTokens: sql<number>`sum(${usageDaily.cachedTokens})`.as("cachedTokens"),
+          cacheWriteTokens: sql<number>`sum(${usageDaily.cacheWriteTokens})`.as("cacheWriteTokens"),
+        })
+        .from(usageDaily)
+        .where(
+          and(
+            eq(usageDaily.accountId, p("accountId")),
+            between(usageDaily.day, p("startDay"), p("endDay")),
+            scope === "key" ? eq(usageDaily.keyId, p("keyId")) : undefined,
+          ),
+        )
+        .groupBy(usageDaily.day, usageDaily.model)
+        .orderBy(asc(usageDaily.day), asc(usageDaily.model)),
+    );
+  const usageOfAccount = usageQuery("account");
+  const usageOfKey = usageQuery("key");
 
   const reservations = createSqliteReservations(client, pending, holds);
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
@@ -270,28 +303,9 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
 
     async usageByDay({ accountId, keyId, startDay, endDay }) {
-      const filters = [eq(usageDaily.accountId, accountId), between(usageDaily.day, startDay, endDay)];
-      if (keyId !== undefined) filters.push(eq(usageDaily.keyId, keyId));
-      const rows: UsageRow[] = db
-        .select({
-          day: usageDaily.day,
-          model: usageDaily.model,
-          cost: sql<number>`sum(${usageDaily.costNano})`,
-          requests: sql<number>`sum(${usageDaily.requests})`,
-          successfulRequests: sql<number>`sum(${usageDaily.successfulRequests})`,
-          failedRequests: sql<number>`sum(${usageDaily.failedRequests})`,
-          promptTokens: sql<number>`sum(${usageDaily.promptTokens})`,
-          completionTokens: sql<number>`sum(${usageDaily.completionTokens})`,
-          cachedTokens: sql<number>`sum(${usageDaily.cachedTokens})`,
-          cacheWriteTokens: sql<number>`sum(${usageDaily.cacheWriteTokens})`,
-        })
-        .from(usageDaily)
-        .where(and(...filters))
-        .groupBy(usageDaily.day, usageDaily.model)
-        .orderBy(asc(usageDaily.day), asc(usageDaily.model))
-        .all()
-        .map((row) => ({ ...row, cost: Number(row.cost) }));
-      return withPendingUsage(rows, pending.queue, { accountId, keyId, startDay, endDay });
+      const scope = { accountId, keyId, startDay, endDay };
+      const rows = (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope)) as UsageRow[];
+      return withPendingUsage(rows, pending.queue, scope);
     },
 
     async getSetting(name) {

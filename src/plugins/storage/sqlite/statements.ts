@@ -45,5 +45,9 @@ export function compileStatement(client: Database, query: { toSQL(): { sql: stri
     get(values: Values): unknown {
       return statement.get(...bind(values));
     },
+    /** Every row, as objects keyed by the selected names (aliases included), with no per-row mapping. */
+    all(values: Values): unknown[] {
+      return statement.all(...bind(values));
+    },
   };
 }
