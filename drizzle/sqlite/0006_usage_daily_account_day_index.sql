@@ -1,0 +1,1 @@
+CREATE INDEX `usage_daily_account_day_idx` ON `usage_daily` (`account_id`,`day`,`model`,`key_id`,`cost_nano`,`requests`,`successful_requests`,`failed_requests`,`prompt_tokens`,`completion_tokens`,`cached_tokens`,`cache_write_tokens`);
