@@ -47,29 +47,34 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** `bun src/index.ts` on its own SQLite file, pointed at the fake upstream, output piped. */
+function spawnGateway(port: number, dbFile: string, env: Record<string, string> = {}): Subprocess<"ignore", "pipe", "pipe"> {
+  return Bun.spawn([BUN, "src/index.ts"], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? dir,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATABASE_URL: `sqlite:${dbFile}`,
+      EDGE_RATE_LIMIT_RPS: "0",
+      GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+      OPENAI_BASE_URL: `${fake.url}/v1`,
+      OPENAI_API_KEY: "x",
+      ...env,
+    },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+}
+
 describe("graceful stop of the real process", () => {
   it("SIGTERM drains every accepted request, exits 0 and leaves generations and ledger consistent", async () => {
     const port = freePort();
     const url = `http://127.0.0.1:${port}`;
     const dbFile = join(dir, "gw.db");
-    child = Bun.spawn([BUN, "src/index.ts"], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? dir,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-        DATABASE_URL: `sqlite:${dbFile}`,
-        EDGE_RATE_LIMIT_RPS: "0",
-        GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-        OPENAI_BASE_URL: `${fake.url}/v1`,
-        OPENAI_API_KEY: "x",
-        GATEWAY_LOG: "silent",
-      },
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    child = spawnGateway(port, dbFile, { GATEWAY_LOG: "silent" });
     const stderr = new Response(child.stderr).text();
     const stdout = new Response(child.stdout).text();
 
@@ -234,22 +239,7 @@ async function send(url: string, key: string, index: number, stream: boolean, bo
 describe("graceful stop of an idle process", () => {
   it("SIGTERM closes every plugin before the process ends: the last log lines are `stopping`, `stopped`", async () => {
     const port = freePort();
-    const idle = Bun.spawn([BUN, "src/index.ts"], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? dir,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-        DATABASE_URL: `sqlite:${join(dir, "idle.db")}`,
-        GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-        OPENAI_BASE_URL: `${fake.url}/v1`,
-        OPENAI_API_KEY: "x",
-      },
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    const idle = spawnGateway(port, join(dir, "idle.db"));
     const stdout = new Response(idle.stdout).text();
     await waitFor(() => fetch(`http://127.0.0.1:${port}/ready`).then((response) => response.status === 200, () => false), 15_000, "GET /ready");
     idle.kill("SIGTERM");

@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite";
 import { openSqlite } from "../../../src/plugins/storage/sqlite/open.ts";
 import { startCheckpointer, WRITER_AUTOCHECKPOINT_PAGES } from "../../../src/plugins/storage/sqlite/checkpointer.ts";
 import { createSqliteRepository } from "../../../src/plugins/storage/sqlite/repository.ts";
-import { captureLog, makeGeneration, rawGet, removeTempDirs, tempDbPath } from "./helpers.ts";
+import { accountWithKey, captureLog, makeGeneration, rawGet, removeTempDirs, tempDbPath } from "./helpers.ts";
 
 afterAll(() => removeTempDirs());
 
@@ -61,19 +61,7 @@ describe("WAL checkpointer thread", () => {
   it("a repository keeps its WAL short under a stream of group commits, and every generation is in the file after close", async () => {
     const path = tempDbPath();
     const repository = createSqliteRepository(path, { flushIntervalMs: 1, checkpointIntervalMs: 10, log: captureLog() });
-    const account = await repository.createAccount("wal");
-    const key = await repository.createKey({
-      id: "",
-      accountId: account.id,
-      name: "default",
-      keyHash: crypto.randomUUID(),
-      label: "sk-gw-Ab3d…x9Yz",
-      limit: null,
-      models: null,
-      requestsPerMinute: null,
-      tokensPerMinute: null,
-      expiresAt: null,
-    });
+    const { account, key } = await accountWithKey(repository);
     await repository.addCredit({ accountId: account.id, amount: 1_000_000_000_000, kind: "card", reference: "wal-credit" });
     for (let i = 0; i < 3000; i++) {
       repository.recordGeneration(makeGeneration(account.id, key.id, { inputCost: 400, outputCost: 600, totalCost: 1_000 }));

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "../../../src/core/log.ts";
-import type { Generation } from "../../../src/plugins/storage/repository.ts";
+import type { Generation, Repository } from "../../../src/plugins/storage/repository.ts";
 
 const tempDirs: string[] = [];
 
@@ -82,4 +82,22 @@ export function makeGeneration(accountId: string, keyId: string, overrides: Part
     totalCost: inputCost + outputCost,
     ...overrides,
   };
+}
+
+/** An account named Acme with one key (no limits unless given): what most store tests start from. */
+export async function accountWithKey(repository: Repository, options: { limit?: number | null; keyHash?: string } = {}) {
+  const account = await repository.createAccount("Acme");
+  const key = await repository.createKey({
+    id: "",
+    accountId: account.id,
+    name: "default",
+    keyHash: options.keyHash ?? crypto.randomUUID(),
+    label: "sk-gw-Ab3d…x9Yz",
+    limit: options.limit ?? null,
+    models: null,
+    requestsPerMinute: null,
+    tokensPerMinute: null,
+    expiresAt: null,
+  });
+  return { account, key };
 }

@@ -5,7 +5,7 @@ import type { PluginHost } from "../../../src/core/plugin.ts";
 import storage from "../../../src/plugins/storage/index.ts";
 import { createPostgresRepository, type PostgresRepositoryOptions } from "../../../src/plugins/storage/postgres/repository.ts";
 import type { Repository } from "../../../src/plugins/storage/repository.ts";
-import { captureLog, makeGeneration } from "./helpers.ts";
+import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
 import postgresJournal from "../../../drizzle/postgres/meta/_journal.json";
 import { repositoryContract, type ContractStore } from "./repository-contract.ts";
 
@@ -110,23 +110,6 @@ if (!ADMIN_URL) {
       const repository = await createPostgresRepository(url, { log: captureLog(), ...options });
       opened.push(repository);
       return repository;
-    }
-
-    async function accountWithKey(repository: Repository) {
-      const account = await repository.createAccount("Acme");
-      const key = await repository.createKey({
-        id: "",
-        accountId: account.id,
-        name: "default",
-        keyHash: crypto.randomUUID(),
-        label: "sk-gw-…",
-        limit: null,
-        models: null,
-        requestsPerMinute: null,
-        tokensPerMinute: null,
-        expiresAt: null,
-      });
-      return { account, key };
     }
 
     const count = async (raw: SQL, what: string, ...params: (string | number)[]) =>

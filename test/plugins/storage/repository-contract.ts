@@ -8,7 +8,7 @@ import {
 } from "../../../src/core/errors.ts";
 import type { Logger } from "../../../src/core/log.ts";
 import type { Funds, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
-import { captureLog, makeGeneration } from "./helpers.ts";
+import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
 
 /**
  * The storage contract, run against every implementation of `Repository` (SQLite, Postgres). Each
@@ -80,23 +80,6 @@ export function repositoryContract(harness: ContractHarness): void {
          from ledger where account_id = ?`,
       accountId,
     );
-
-  async function accountWithKey(repository: Repository, options: { limit?: number | null; keyHash?: string } = {}) {
-    const account = await repository.createAccount("Acme");
-    const key = await repository.createKey({
-      id: "",
-      accountId: account.id,
-      name: "default",
-      keyHash: options.keyHash ?? crypto.randomUUID(),
-      label: "sk-gw-Ab3d…x9Yz",
-      limit: options.limit ?? null,
-      models: null,
-      requestsPerMinute: null,
-      tokensPerMinute: null,
-      expiresAt: null,
-    });
-    return { account, key };
-  }
 
   function reservation(accountId: string, keyId: string, overrides: Partial<ReservationInput> = {}): ReservationInput {
     return {

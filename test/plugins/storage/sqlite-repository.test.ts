@@ -10,7 +10,7 @@ import {
   type SqliteRepositoryOptions,
 } from "../../../src/plugins/storage/sqlite/repository.ts";
 import { DEFAULT_MIGRATIONS_FOLDER, openSqlite } from "../../../src/plugins/storage/sqlite/open.ts";
-import { captureLog, makeGeneration, rawAll, rawGet, removeTempDirs, tempDbPath } from "./helpers.ts";
+import { accountWithKey, captureLog, makeGeneration, rawAll, rawGet, removeTempDirs, tempDbPath } from "./helpers.ts";
 import { repositoryContract } from "./repository-contract.ts";
 
 // The behaviour every store shares (test/plugins/storage/repository-contract.ts), on SQLite files.
@@ -37,23 +37,6 @@ function openRepository(path: string, options: SqliteRepositoryOptions = {}): Re
 afterEach(async () => {
   for (const repository of open.splice(0)) await repository.close();
 });
-
-async function accountWithKey(repository: Repository, keyHash: string = crypto.randomUUID()) {
-  const account = await repository.createAccount("Acme");
-  const key = await repository.createKey({
-    id: "",
-    accountId: account.id,
-    name: "default",
-    keyHash,
-    label: "sk-gw-Ab3d…x9Yz",
-    limit: null,
-    models: null,
-    requestsPerMinute: null,
-    tokensPerMinute: null,
-    expiresAt: null,
-  });
-  return { account, key };
-}
 
 /** The account's committed ledger (credits, plans, and generations as usage debits), summed with raw SQL. */
 function ledgerSums(path: string, accountId: string) {

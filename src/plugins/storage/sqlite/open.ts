@@ -28,8 +28,6 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): { cli
   if (!isInMemoryPath(path)) mkdirSync(dirname(resolve(path)), { recursive: true });
   const client = new Database(path, { create: true });
   try {
-    // WAL: readers never block the writer. synchronous=NORMAL: a commit survives a process crash
-    // (kill -9); only an OS crash / power loss may lose the last few commits, never corrupt.
     // busy_timeout first: a second process opening the same new file waits instead of failing.
     client.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`);
     // WAL: readers never block the writer. synchronous=NORMAL: a commit survives a process crash
