@@ -88,8 +88,9 @@ export class Pipeline implements Gateway {
       }
       const upstream = await this.callUpstream(ctx);
       if (ctx.request.stream) {
-        streaming = true;
-        return this.relayStream(ctx, upstream, reached);
+        const response = await this.relayStream(ctx, upstream, reached);
+        streaming = true; // from here the stream's own end counts it out
+        return response;
       }
       return await this.relayResponse(ctx, upstream, reached);
     } catch (thrown) {
@@ -170,7 +171,13 @@ export class Pipeline implements Gateway {
     return new Response(out, { status: 200, headers });
   }
 
-  private relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Response {
+  /**
+   * Relays a stream. What the upstream has already sent is relayed before the headers go out: a stream whose
+   * whole body is here (a short answer) is answered as one body in one write, like the bare proxy's native
+   * pipe; the rest streams frame by frame as it comes. Nothing waits for bytes that have not arrived: a read
+   * still pending a microtask after it was asked for ends this phase.
+   */
+  private async relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
     const format = upstream.format;
     const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
     const body = upstream.response.body;
@@ -199,33 +206,87 @@ export class Pipeline implements Gateway {
       await stopUpstream();
       await finish({ status: "cancelled" });
     };
-    const relayFrames = (frames: SseFrame[]): string => {
+    const observeAll = (events: readonly StreamEvent[]) => {
+      for (const event of events) {
+        if (event.type === "error") streamError = event;
+        this.observe(ctx, event);
+      }
+    };
+    /** The client's text for one upstream read (the frames it completes). */
+    const relayRead = (value: Uint8Array | undefined, done: boolean): string => {
+      if (done) drained = true;
+      const frames = done ? splitter.end() : splitter.push(value!);
+      if (frames.length === 0) return "";
+      ctx.firstTokenMono ??= performance.now();
       let out = "";
       for (const frame of frames) {
         const relayed = relay.onFrame(frame);
-        for (const event of relayed.events) {
-          if (event.type === "error") streamError = event;
-          this.observe(ctx, event);
-        }
+        observeAll(relayed.events);
         if (relayed.out !== null) out += relayed.out;
       }
       return out;
     };
-    // Bun's direct stream: frames are written straight to the socket (no queue, no per-frame encode) and
-    // flushed as they come, so the client sees each one at once.
+    /** The relay's last words once the upstream is drained or stopped, and the stream's outcome. */
+    const closing = (): { out: string; outcome: Outcome } => {
+      const tail = relay.end?.();
+      observeAll(tail?.events ?? []);
+      const outcome: Outcome = streamError
+        ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
+        : ctx.signal.aborted
+          ? { status: "cancelled" }
+          : { status: "success" };
+      return { out: tail?.out ?? "", outcome };
+    };
+    const headers = {
+      ...ctx.responseHeaders,
+      [REQUEST_ID_HEADER]: ctx.requestId,
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    };
+
+    // What is already here. A failed read now is still an error response (no header has gone out).
+    let head = "";
+    let next: ReturnType<typeof reader.read> | undefined = reader.read();
+    try {
+      while (next !== undefined && !ctx.signal.aborted) {
+        if (Bun.peek.status(next) === "pending") {
+          await undefined; // one microtask: a body that has just ended says so by then
+          if (Bun.peek.status(next) === "pending") break;
+        }
+        const { value, done }: Awaited<typeof next> = await next;
+        head += relayRead(value, done);
+        next = done ? undefined : reader.read();
+      }
+    } catch (thrown) {
+      await stopUpstream();
+      if (thrown instanceof GatewayError) throw thrown;
+      throw new UpstreamError(`upstream ${ctx.target!.provider} stream failed: ${(thrown as Error)?.message ?? String(thrown)}`, { cause: thrown });
+    }
+    if (drained) {
+      const { out, outcome } = closing();
+      await finish(outcome);
+      return new Response(head + out, { status: 200, headers });
+    }
+
+    // The rest streams. Bun's direct stream: frames are written straight to the socket (no queue, no
+    // per-frame encode) and flushed as they come, so the client sees each one at once.
     const stream = new ReadableStream({
       type: "direct",
       pull: async (controller: ReadableStreamDirectController) => {
         try {
+          if (head !== "") {
+            const written = controller.write(head);
+            head = "";
+            if (written === 0) return await abandon();
+          }
           // The frames of one upstream read go out in one write.
           while (!drained && !clientGone && !ctx.signal.aborted) {
-            const { value, done } = await reader.read();
+            const pending = next ?? reader.read();
+            next = undefined;
+            const { value, done } = await pending;
             if (clientGone) break;
-            if (done) drained = true;
-            const frames = done ? splitter.end() : splitter.push(value);
-            if (frames.length === 0) continue;
-            ctx.firstTokenMono ??= performance.now();
-            const out = relayFrames(frames);
+            const out = relayRead(value, done);
             if (out !== "") {
               const written = controller.write(out);
               if (written === 0) return await abandon(); // the client went away
@@ -234,17 +295,8 @@ export class Pipeline implements Gateway {
           }
           if (clientGone) return;
           if (!drained) await stopUpstream(); // deadline passed or client gone (seen by the sweep)
-          const tail = relay.end?.();
-          for (const event of tail?.events ?? []) {
-            if (event.type === "error") streamError = event;
-            this.observe(ctx, event);
-          }
-          if (tail?.out) controller.write(tail.out);
-          const outcome: Outcome = streamError
-            ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
-            : ctx.signal.aborted
-              ? { status: "cancelled" }
-              : { status: "success" };
+          const { out, outcome } = closing();
+          if (out) controller.write(out);
           await finish(outcome);
           await controller.end();
         } catch (thrown) {
@@ -264,13 +316,6 @@ export class Pipeline implements Gateway {
       // The client went away: stop the upstream, bill what was generated.
       cancel: abandon,
     });
-    const headers = {
-      ...ctx.responseHeaders,
-      [REQUEST_ID_HEADER]: ctx.requestId,
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      connection: "keep-alive",
-    };
     return new Response(stream, { status: 200, headers });
   }
 

@@ -156,6 +156,30 @@ describe("POST /v1/chat/completions, streaming", () => {
     for (let i = 1; i < arrivals.length; i++) expect(arrivals[i]!.at - arrivals[i - 1]!.at).toBeGreaterThan(gapMs * 0.5);
   });
 
+  it("answers a stream the upstream has already sent whole as one body, and streams one still in flight", async () => {
+    const { key } = await t.newAccountWithKey();
+    const post = (content: string) =>
+      fetch(`${t.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-6-luna", stream: true, messages: [{ role: "user", content }] }),
+      });
+    const whole = await post("short answer");
+    const wholeText = await whole.text();
+    expect(whole.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    expect(Number(whole.headers.get("content-length"))).toBe(Buffer.byteLength(wholeText));
+    expect(whole.headers.get("transfer-encoding")).toBeNull();
+    const frames = wholeText.split("\n\n").filter(Boolean);
+    expect(frames.at(-1)).toBe("data: [DONE]");
+    const id = whole.headers.get("x-gateway-request-id");
+    for (const frame of frames.slice(0, -1)) expect(JSON.parse(frame.slice("data: ".length)).id).toBe(id);
+
+    const slow = await post(`slow [[fake ${JSON.stringify({ text: "one two", chunk_delay_ms: 30 })}]]`);
+    expect(slow.headers.get("content-length")).toBeNull();
+    expect(slow.headers.get("transfer-encoding")).toBe("chunked");
+    expect((await slow.text()).endsWith("data: [DONE]\n\n")).toBe(true);
+  });
+
   it("passes the usage chunk through when the client asked for it", async () => {
     const { key } = await t.newAccountWithKey();
     const request = { model: "gpt-6-luna", messages: [{ role: "user" as const, content: "with usage" }] };
