@@ -38,4 +38,50 @@ describe("openai-chat relay (chat client on a chat upstream)", () => {
     expect(openaiChat.relayResponse(JSON.parse(text), chatContext({ model: "gpt-6-luna" }), text)).toBe(text.replace("chatcmpl-up1", REQUEST_ID));
     expect(openaiChat.readResponse(body)).toEqual({ usage: { inputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: 0, reasoningTokens: 0 } });
   });
+
+  it("relays a chunk the same whether its id is spliced into the text or the chunk is re-serialized", () => {
+    // The same random streams twice: compact (as upstreams send them: the id is spliced in, the text kept) and
+    // indented (re-serialized when the model or usage changes). Relayed chunks and events must be the same JSON.
+    const texts = ["Hello", " world", "", '"quoted"', "back\\slash", "ünïcödé 😀", "line\nbreak", 'x"}', '"delta":{"content":"', '"usage":{"prompt_tokens":1}', "\u0000"];
+    let seed = 7;
+    const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+    const pick = <T>(list: readonly T[]): T => list[random(list.length)]!;
+    for (let round = 0; round < 300; round++) {
+      const clientModel = pick(["gpt-6-luna", "openai/gpt-6-luna"]);
+      const upstreamModel = pick([clientModel, "gpt-6-luna-2026-09-01", undefined]);
+      const wantsUsage = random(2) === 0;
+      const id = pick(["chatcmpl-up9", "chatcmpl-9.x:y"]);
+      const chunks: Record<string, unknown>[] = [];
+      const base = (choice: unknown[], extra: Record<string, unknown> = {}) => ({
+        id: random(20) === 0 ? "chatcmpl-other" : id,
+        object: "chat.completion.chunk",
+        created: 1,
+        ...(upstreamModel === undefined ? {} : { model: upstreamModel }),
+        choices: choice,
+        ...(random(3) === 0 ? {} : { usage: null }),
+        ...extra,
+      });
+      chunks.push(base([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]));
+      for (let i = 0; i < 12; i++) {
+        const kind = random(10);
+        const delta =
+          kind === 0 ? { reasoning_content: pick(texts) }
+          : kind === 1 ? { tool_calls: [{ index: 0, id: "call_1", function: { name: "f", arguments: pick(texts) } }] }
+          : kind === 2 ? {}
+          : { content: pick(texts) };
+        const choice = { index: 0, delta, ...(random(4) === 0 ? {} : { logprobs: null }), finish_reason: random(8) === 0 ? "stop" : null };
+        chunks.push(base(random(15) === 0 ? [choice, { ...choice, index: 1 }] : [choice]));
+      }
+      if (random(10) === 0) chunks.push({ error: { message: "boom" } });
+      chunks.push(base([], { usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } }));
+      const compact = openaiChat.createStreamRelay(chatContext({ model: clientModel, wantsUsage }));
+      const indented = openaiChat.createStreamRelay(chatContext({ model: clientModel, wantsUsage }));
+      for (const chunk of chunks) {
+        const fast = compact.onFrame({ data: JSON.stringify(chunk) });
+        const parsed = indented.onFrame({ data: JSON.stringify(chunk, null, 1) });
+        expect(fast.events).toEqual(parsed.events);
+        expect(fast.out === null ? null : JSON.parse(fast.out.slice(6))).toEqual(parsed.out === null ? null : JSON.parse(parsed.out.slice(6)));
+      }
+    }
+  });
 });
