@@ -8,12 +8,11 @@
 import { SQL, type Subprocess } from "bun";
 import { expect } from "bun:test";
 import { join, resolve } from "node:path";
-import { tmpdir } from "node:os";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
+import { spawnGatewayChild, untilReady } from "../helpers/processes.ts";
 import { countPromptTokens } from "../../src/plugins/token-count/count.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
-export const BUN = join(ROOT, "node_modules/.bin/bun");
 export const ADMIN_TOKEN = "e2e-scale-admin-token";
 
 /** The Postgres server the suites create their scratch databases on, or undefined (suite skipped). */
@@ -81,13 +80,6 @@ export async function numbers(sql: SQL, query: string, params: unknown[] = []): 
 // Gateway processes
 // ------------------------------------------------------------------------------------------------
 
-export function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
-
 export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string, stepMs = 10): Promise<number> {
   const started = performance.now();
   const deadline = started + timeoutMs;
@@ -102,7 +94,7 @@ export interface GatewayProcess {
   name: string;
   url: string;
   child: Subprocess<"ignore", "pipe", "pipe">;
-  /** Everything the process printed so far (stdout and stderr). */
+  /** Everything the process printed so far (stdout, then stderr). */
   output(): string;
 }
 
@@ -118,50 +110,19 @@ export interface GatewayOptions {
 
 /** Starts `bun src/index.ts` and waits for GET /ready. */
 export async function spawnGateway(name: string, options: GatewayOptions): Promise<GatewayProcess> {
-  const port = freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const child = Bun.spawn([BUN, "src/index.ts"], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? tmpdir(),
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATABASE_URL: options.databaseUrl,
-      REDIS_URL: REDIS_URL!,
-      RATE_LIMIT_REDIS_PREFIX: options.redisPrefix,
-      EDGE_RATE_LIMIT_RPS: "0",
-      GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-      GATEWAY_SANDBOX: "false",
-      OPENAI_BASE_URL: `${options.upstreamUrl}/v1`,
-      OPENAI_API_KEY: "sk-upstream",
-      GATEWAY_LOG: options.logs ? "" : "silent",
-      ...options.env,
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
+  const started = spawnGatewayChild({
+    DATABASE_URL: options.databaseUrl,
+    REDIS_URL: REDIS_URL!,
+    RATE_LIMIT_REDIS_PREFIX: options.redisPrefix,
+    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    GATEWAY_SANDBOX: "false",
+    OPENAI_BASE_URL: `${options.upstreamUrl}/v1`,
+    OPENAI_API_KEY: "sk-upstream",
+    GATEWAY_LOG: options.logs ? "" : "silent",
+    ...options.env,
   });
-  let printed = "";
-  const sink = async (stream: ReadableStream<Uint8Array>) => {
-    const decoder = new TextDecoder();
-    try {
-      for await (const chunk of stream) printed += decoder.decode(chunk, { stream: true });
-    } catch {}
-  };
-  void sink(child.stdout);
-  void sink(child.stderr);
-  const gateway: GatewayProcess = { name, url, child, output: () => printed };
-  await waitFor(
-    async () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited early (${child.exitCode ?? child.signalCode}):\n${printed}`);
-      return fetch(`${url}/ready`).then((response) => response.status === 200, () => false);
-    },
-    20_000,
-    `${name} GET /ready`,
-    25,
-  );
-  return gateway;
+  await untilReady(started, 20_000, name);
+  return { name, url: started.url, child: started.child, output: () => started.stdout.text() + started.stderr.text() };
 }
 
 /** SIGTERM (graceful: drains and flushes), SIGKILL after `graceMs`; resolves with the exit code. */

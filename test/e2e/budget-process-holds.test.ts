@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "bun:test";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
-import { freePort } from "../helpers/processes.ts";
+import { spawnGatewayChild } from "../helpers/processes.ts";
 import { burst, credits, exactCostRequest, topUp } from "../helpers/budget.ts";
 import { nanoToUsd, nanoToUsdString } from "../../src/core/money.ts";
 
@@ -11,9 +11,6 @@ import { nanoToUsd, nanoToUsdString } from "../../src/core/money.ts";
  * process`), no write per request. What must still hold: concurrent requests never overspend, every
  * hold is given back whatever way the request ends, and no second process can share the file.
  */
-
-const ROOT = resolve(import.meta.dir, "../..");
-const BUN = process.execPath;
 
 // gpt-6.2-astra: $40 per million output tokens, so 18,000 output tokens ≈ $0.72 per request.
 const MODEL = "gpt-6.2-astra";
@@ -101,24 +98,15 @@ describe("funds read once and kept until the gateway writes again", () => {
 
 describe("one process per SQLite file", () => {
   async function startSecond(env: Record<string, string>) {
-    const child = Bun.spawn([BUN, "src/index.ts"], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? t.dataDir,
-        PORT: String(freePort()),
-        HOST: "127.0.0.1",
-        DATABASE_URL: `sqlite:${join(t.dataDir, "gateway.db")}`,
-        GATEWAY_ADMIN_TOKEN: "second",
-        GATEWAY_LOG: "silent",
-        ...env,
-      },
-      stdout: "pipe",
-      stderr: "pipe",
+    const second = spawnGatewayChild({
+      DATABASE_URL: `sqlite:${join(t.dataDir, "gateway.db")}`,
+      GATEWAY_ADMIN_TOKEN: "second",
+      GATEWAY_LOG: "silent",
+      ...env,
     });
-    const code = await Promise.race([child.exited, Bun.sleep(20_000).then(() => "still running" as const)]);
-    if (code === "still running") child.kill("SIGKILL");
-    return { code, output: (await new Response(child.stdout).text()) + (await new Response(child.stderr).text()) };
+    const code = await Promise.race([second.child.exited, Bun.sleep(20_000).then(() => "still running" as const)]);
+    if (code === "still running") second.child.kill("SIGKILL");
+    return { code, output: (await second.stdout.all) + (await second.stderr.all) };
   }
 
   it("refuses to start a second gateway process on the file, in either holds mode, naming the way out", async () => {

@@ -2,23 +2,20 @@ import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import type { Subprocess } from "bun";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { countPromptTokens } from "../../src/plugins/token-count/count.ts";
 import { nanoToUsd, nanoToUsdString, usdToNano } from "../../src/core/money.ts";
 import { openSqlite } from "../../src/plugins/storage/sqlite/open.ts";
-import { freePort, waitFor } from "../helpers/processes.ts";
+import { spawnGatewayChild, untilReady, waitFor, type GatewayChild } from "../helpers/processes.ts";
 
 /**
  * Budget reservations across real gateway processes sharing one SQLite file: two processes never
  * spend the same funds, and the holds of a process killed with -9 are released by the survivors.
  */
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BUN = join(ROOT, "node_modules/.bin/bun");
 const ADMIN_TOKEN = "budget-processes-admin-token";
 const catalog = loadCatalog("catalog.yaml");
 // $40 per million output tokens: 18,000 output tokens ≈ $0.72, so 7 requests pass the $5 card minimum.
@@ -47,20 +44,14 @@ function exactCostRequest(label: string) {
 
 
 
-interface GatewayProcess {
-  url: string;
-  child: Subprocess<"ignore", "pipe", "pipe">;
-  stderr: Promise<string>;
-}
-
 let dir: string;
 let fake: FakeUpstream;
-const children: GatewayProcess[] = [];
+const children: GatewayChild[] = [];
 let sharedDb: string;
 let crashDb: string;
-let first: GatewayProcess;
-let second: GatewayProcess;
-let victim: GatewayProcess;
+let first: GatewayChild;
+let second: GatewayChild;
+let victim: GatewayChild;
 const CRASH_ENV = { BUDGET_HEARTBEAT_MS: "200", BUDGET_STALE_AFTER_MS: "1000" };
 
 beforeAll(async () => {
@@ -82,40 +73,19 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function spawnGateway(dbFile: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
-  const port = freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const child = Bun.spawn([BUN, "src/index.ts"], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? dir,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATABASE_URL: `sqlite:${dbFile}`,
-      SQLITE_HOLDS: "shared", // several processes on one file
-      EDGE_RATE_LIMIT_RPS: "0",
-      GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-      OPENAI_BASE_URL: `${fake.url}/v1`,
-      OPENAI_API_KEY: "sk-upstream",
-      GATEWAY_LOG: "silent",
-      ...env,
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
+async function spawnGateway(dbFile: string, env: Record<string, string> = {}): Promise<GatewayChild> {
+  const gateway = spawnGatewayChild({
+    DATABASE_URL: `sqlite:${dbFile}`,
+    SQLITE_HOLDS: "shared", // several processes on one file
+    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    OPENAI_API_KEY: "sk-upstream",
+    GATEWAY_LOG: "silent",
+    ...env,
   });
-  const running: GatewayProcess = { url, child, stderr: new Response(child.stderr).text() };
-  children.push(running);
-  await waitFor(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`gateway exited early (${child.exitCode}): ${await running.stderr}`);
-      return fetch(`${url}/ready`).then((response) => response.status === 200, () => false);
-    },
-    10_000,
-    `GET ${url}/ready`,
-  );
-  return running;
+  children.push(gateway);
+  await untilReady(gateway, 10_000);
+  return gateway;
 }
 
 async function admin(url: string, path: string, body: unknown): Promise<any> {
@@ -145,7 +115,7 @@ async function credits(url: string, key: string) {
 }
 
 /** `count` requests at once, alternating between the gateways. */
-async function burstAcross(gateways: GatewayProcess[], key: string, body: Record<string, unknown>, count: number) {
+async function burstAcross(gateways: GatewayChild[], key: string, body: Record<string, unknown>, count: number) {
   const clients = gateways.map((gateway) => client(gateway.url, key));
   return Promise.all(
     Array.from({ length: count }, (_, index) =>
@@ -242,7 +212,7 @@ describe("two gateway processes on one SQLite file", () => {
       for (const gateway of gateways) gateway.child.kill("SIGTERM");
       const codes = await Promise.all(gateways.map((gateway) => gateway.child.exited));
       expect(codes).toEqual([0, 0]);
-      for (const gateway of gateways) expect(await gateway.stderr).toBe("");
+      for (const gateway of gateways) expect(await gateway.stderr.all).toBe("");
     }
   });
 });
@@ -328,7 +298,7 @@ describe("kill -9 with reservations in flight", () => {
 
       survivor.child.kill("SIGTERM");
       expect(await survivor.child.exited).toBe(0);
-      expect(await survivor.stderr).toBe("");
+      expect(await survivor.stderr.all).toBe("");
       // A clean stop leaves no instance row and no hold behind.
       expect(db.query<{ n: number }, []>("select count(*) as n from gateway_instances").get()!.n).toBe(0);
     } finally {

@@ -2,17 +2,15 @@ import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from "bu
 import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
 import { usdToNano } from "../../src/core/money.ts";
-import { freePort, waitFor } from "../helpers/processes.ts";
+import { spawnGatewayChild, untilReady, waitFor, type GatewayChild } from "../helpers/processes.ts";
 
 // Normally a few seconds; the margin is for a loaded machine (bun's default per-test limit is 5 s).
 setDefaultTimeout(20_000);
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BUN = join(ROOT, "node_modules/.bin/bun");
 const ADMIN_TOKEN = "graceful-stop-admin-token";
 const MODEL = "gpt-6-luna";
 const REQUESTS = 60;
@@ -47,45 +45,24 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** `bun src/index.ts` on its own SQLite file, pointed at the fake upstream, output piped. */
-function spawnGateway(port: number, dbFile: string, env: Record<string, string> = {}): Subprocess<"ignore", "pipe", "pipe"> {
-  return Bun.spawn([BUN, "src/index.ts"], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? dir,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATABASE_URL: `sqlite:${dbFile}`,
-      EDGE_RATE_LIMIT_RPS: "0",
-      GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-      OPENAI_BASE_URL: `${fake.url}/v1`,
-      OPENAI_API_KEY: "x",
-      ...env,
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
+/** `bun src/index.ts` on its own SQLite file, pointed at the fake upstream. */
+function spawnGateway(dbFile: string, env: Record<string, string> = {}): GatewayChild {
+  return spawnGatewayChild({
+    DATABASE_URL: `sqlite:${dbFile}`,
+    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    OPENAI_API_KEY: "x",
+    ...env,
   });
 }
 
 describe("graceful stop of the real process", () => {
   it("SIGTERM drains every accepted request, exits 0 and leaves generations and ledger consistent", async () => {
-    const port = freePort();
-    const url = `http://127.0.0.1:${port}`;
     const dbFile = join(dir, "gw.db");
-    child = spawnGateway(port, dbFile, { GATEWAY_LOG: "silent" });
-    const stderr = new Response(child.stderr).text();
-    const stdout = new Response(child.stdout).text();
-
-    await waitFor(
-      async () => {
-        if (child!.exitCode !== null) throw new Error(`gateway exited early (${child!.exitCode}): ${await stderr}`);
-        return fetch(`${url}/ready`).then((response) => response.status === 200, () => false);
-      },
-      15_000,
-      "GET /ready",
-    );
+    const gateway = spawnGateway(dbFile, { GATEWAY_LOG: "silent" });
+    child = gateway.child;
+    const url = gateway.url;
+    await untilReady(gateway, 15_000);
 
     const admin = async (path: string, body: unknown) => {
       const response = await fetch(url + path, {
@@ -140,8 +117,8 @@ describe("graceful stop of the real process", () => {
     const failures = outcomes.filter((outcome) => outcome.status !== 200 || !outcome.complete);
     expect(failures).toEqual([]);
     expect(exitCode).toBe(0);
-    expect(await stderr).toBe("");
-    expect(await stdout).toBe("");
+    expect(await gateway.stderr.all).toBe("");
+    expect(await gateway.stdout.all).toBe("");
     // The requests were really in flight when the signal came (all of them, unless the machine is
     // very slow), and the stop waited for them.
     expect(answeredBeforeSignal).toBeLessThan(REQUESTS / 2);
@@ -238,14 +215,12 @@ async function send(url: string, key: string, index: number, stream: boolean, bo
 
 describe("graceful stop of an idle process", () => {
   it("SIGTERM closes every plugin before the process ends: the last log lines are `stopping`, `stopped`", async () => {
-    const port = freePort();
-    const idle = spawnGateway(port, join(dir, "idle.db"));
-    const stdout = new Response(idle.stdout).text();
-    await waitFor(() => fetch(`http://127.0.0.1:${port}/ready`).then((response) => response.status === 200, () => false), 15_000, "GET /ready");
-    idle.kill("SIGTERM");
-    expect(await Promise.race([idle.exited, Bun.sleep(15_000).then(() => "timeout" as const)])).toBe(0);
+    const idle = spawnGateway(join(dir, "idle.db"));
+    await untilReady(idle, 15_000);
+    idle.child.kill("SIGTERM");
+    expect(await Promise.race([idle.child.exited, Bun.sleep(15_000).then(() => "timeout" as const)])).toBe(0);
     // An unreferenced worker thread (the WAL checkpointer) once let the process end half-way through its close.
-    const messages = (await stdout).trim().split("\n").map((line) => JSON.parse(line).message);
+    const messages = (await idle.stdout.all).trim().split("\n").map((line) => JSON.parse(line).message);
     expect(messages.slice(-2)).toEqual(["stopping", "stopped"]);
   });
 });
