@@ -226,6 +226,12 @@ export class Pipeline implements Gateway {
       }
       return out;
     };
+    /** What a failed upstream read is to the client: the upstream's failure, or our own deadline or disconnect. */
+    const readFailure = (thrown: unknown): GatewayError => {
+      if (thrown instanceof GatewayError) return thrown;
+      if (ctx.signal.aborted) return new UpstreamError("upstream stream aborted (timeout or client disconnect)");
+      return new UpstreamError(`upstream ${ctx.target!.provider} stream failed: ${(thrown as Error)?.message ?? String(thrown)}`, { cause: thrown });
+    };
     /** The relay's last words once the upstream is drained or stopped, and the stream's outcome. */
     const closing = (): { out: string; outcome: Outcome } => {
       const tail = relay.end?.();
@@ -245,8 +251,10 @@ export class Pipeline implements Gateway {
       connection: "keep-alive",
     };
 
-    // What is already here. A failed read now is still an error response (no header has gone out).
+    // What is already here. A read that fails before any frame is an error response (no header has gone out);
+    // after frames, those frames still go out, then the error frame, as in a stream.
     let head = "";
+    let headError: GatewayError | undefined;
     let next: ReturnType<typeof reader.read> | undefined = reader.read();
     try {
       while (next !== undefined && !ctx.signal.aborted) {
@@ -254,14 +262,20 @@ export class Pipeline implements Gateway {
           await undefined; // one microtask: a body that has just ended says so by then
           if (Bun.peek.status(next) === "pending") break;
         }
-        const { value, done }: Awaited<typeof next> = await next;
-        head += relayRead(value, done);
-        next = done ? undefined : reader.read();
+        let result: Awaited<typeof next>;
+        try {
+          result = await next;
+        } catch (thrown) {
+          throw readFailure(thrown);
+        }
+        head += relayRead(result.value, result.done);
+        next = result.done ? undefined : reader.read();
       }
     } catch (thrown) {
       await stopUpstream();
-      if (thrown instanceof GatewayError) throw thrown;
-      throw new UpstreamError(`upstream ${ctx.target!.provider} stream failed: ${(thrown as Error)?.message ?? String(thrown)}`, { cause: thrown });
+      if (ctx.firstTokenMono === undefined) throw thrown;
+      headError = asGatewayError(thrown);
+      next = undefined;
     }
     if (drained) {
       const { out, outcome } = closing();
@@ -280,11 +294,18 @@ export class Pipeline implements Gateway {
             head = "";
             if (written === 0) return await abandon();
           }
+          if (headError) throw headError;
           // The frames of one upstream read go out in one write.
           while (!drained && !clientGone && !ctx.signal.aborted) {
             const pending = next ?? reader.read();
             next = undefined;
-            const { value, done } = await pending;
+            let result: Awaited<typeof pending>;
+            try {
+              result = await pending;
+            } catch (thrown) {
+              throw readFailure(thrown);
+            }
+            const { value, done } = result;
             if (clientGone) break;
             const out = relayRead(value, done);
             if (out !== "") {

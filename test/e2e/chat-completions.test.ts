@@ -180,6 +180,25 @@ describe("POST /v1/chat/completions, streaming", () => {
     expect((await slow.text()).endsWith("data: [DONE]\n\n")).toBe(true);
   });
 
+  it("an upstream that drops the connection right after its first chunks: the client gets them and an error frame, billed for them", async () => {
+    const { accountId, key } = await t.newAccountWithKey({ credit: 10 });
+    const response = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-6-luna", stream: true, messages: [{ role: "user", content: `cut [[fake ${JSON.stringify({ text: "one two three four", drop_after_chunks: 3 })}]]` }] }),
+    });
+    expect(response.status).toBe(200);
+    const frames = (await response.text()).split("\n\n").filter(Boolean).map((frame) => JSON.parse(frame.slice("data: ".length)));
+    const delivered = frames.map((frame) => frame.choices?.[0]?.delta?.content ?? "").join("");
+    expect(delivered).toBe("one two");
+    expect(frames.at(-1).error).toMatchObject({ code: "upstream_error" });
+    const [row] = await requestLog(accountId);
+    expect(row).toMatchObject({ id: response.headers.get("x-gateway-request-id"), status: "failed" });
+    // Billed for the prompt and the two words it got, as a stream cut short is.
+    expect(row.cost).toBeGreaterThan(0);
+    expect(await balanceOf(accountId)).toBe(usdToNano(10) - usdToNano(String(row.cost)));
+  });
+
   it("passes the usage chunk through when the client asked for it", async () => {
     const { key } = await t.newAccountWithKey();
     const request = { model: "gpt-6-luna", messages: [{ role: "user" as const, content: "with usage" }] };

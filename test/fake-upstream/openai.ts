@@ -57,6 +57,8 @@ export interface FakeDirective {
   hang_after_chunks?: number;
   /** Send the first n SSE events, then `data: {"error":{...}}` and close (no [DONE]). */
   stream_error_after_chunks?: number;
+  /** Chat streams: send the first n SSE events, then (20 ms later) drop the connection: the body never ends properly. */
+  drop_after_chunks?: number;
   /** Override finish_reason. */
   finish_reason?: string;
   /** Extra response headers (e.g. {"retry-after":"1"}). */

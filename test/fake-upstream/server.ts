@@ -16,7 +16,7 @@
  * Scenario control: put `[[fake {json}]]` in the LAST user message's text. See FakeDirective in openai.ts:
  *   usage{prompt_tokens,completion_tokens,total_tokens,cached_tokens,cache_write_tokens,reasoning_tokens}, text,
  *   status + error, delay_ms, chunk_delay_ms, tool_calls[{name,arguments}], no_usage, hang_after_chunks,
- *   stream_error_after_chunks, finish_reason, headers.
+ *   stream_error_after_chunks, drop_after_chunks, finish_reason, headers.
  */
 import {
   INVALID_API_KEY_JSON,
@@ -128,6 +128,8 @@ export interface StreamControl {
   hangAfter?: number;
   /** Send this many events (excluding the final terminator), then `errorEvent`, then close. */
   errorAfter?: number;
+  /** Send this many events (excluding the final terminator), then, 20 ms later, drop the connection (no end of body). */
+  dropAfter?: number;
   errorEvent?: string;
   signal: AbortSignal;
 }
@@ -149,7 +151,9 @@ export function controlledStream(events: string[], ctl: StreamControl): Readable
       ? Math.max(0, Math.min(ctl.hangAfter, dataEvents))
       : ctl.errorAfter !== undefined
         ? Math.max(0, Math.min(ctl.errorAfter, dataEvents))
-        : -1;
+        : ctl.dropAfter !== undefined
+          ? Math.max(0, Math.min(ctl.dropAfter, dataEvents))
+          : -1;
   const finish = () => {
     done = true;
     const w = wake;
@@ -178,6 +182,13 @@ export function controlledStream(events: string[], ctl: StreamControl): Readable
         if (i === stopAt) {
           if (ctl.hangAfter !== undefined) {
             await wait(null); // stall until the client goes away or the server stops
+            return;
+          }
+          if (ctl.dropAfter !== undefined) {
+            // A moment first: an error right behind the events would drop them unsent.
+            await wait(20);
+            done = true;
+            controller.error(new Error("fake upstream dropped the connection"));
             return;
           }
           controller.enqueue(encoder.encode(ctl.errorEvent ?? buildStreamErrorEvent()));
@@ -275,12 +286,13 @@ async function chatCompletions(ctx: Ctx): Promise<Response> {
   }
 
   const events = buildStreamEvents(spec, includeUsage);
-  const controlled = d.chunk_delay_ms || d.hang_after_chunks !== undefined || d.stream_error_after_chunks !== undefined;
+  const controlled = d.chunk_delay_ms || d.hang_after_chunks !== undefined || d.stream_error_after_chunks !== undefined || d.drop_after_chunks !== undefined;
   if (!controlled) return new Response(events.join(""), { status: 200, headers: baseHeaders(SSE_CT, extraHeaders) });
   const bodyStream = controlledStream(events, {
     chunkDelayMs: d.chunk_delay_ms,
     hangAfter: d.hang_after_chunks,
     errorAfter: d.hang_after_chunks === undefined ? d.stream_error_after_chunks : undefined,
+    dropAfter: d.drop_after_chunks,
     errorEvent: buildStreamErrorEvent(d.error),
     signal: ctx.signal,
   });
