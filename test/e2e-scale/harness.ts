@@ -9,7 +9,7 @@ import { SQL, type Subprocess } from "bun";
 import { expect } from "bun:test";
 import { join, resolve } from "node:path";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
-import { spawnGatewayChild, untilReady } from "../helpers/processes.ts";
+import { spawnGatewayChild, untilReady, waitFor } from "../helpers/processes.ts";
 import { countPromptTokens } from "../../src/plugins/token-count/count.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
@@ -80,15 +80,7 @@ export async function numbers(sql: SQL, query: string, params: unknown[] = []): 
 // Gateway processes
 // ------------------------------------------------------------------------------------------------
 
-export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string, stepMs = 10): Promise<number> {
-  const started = performance.now();
-  const deadline = started + timeoutMs;
-  while (performance.now() < deadline) {
-    if (await condition()) return performance.now() - started;
-    await Bun.sleep(stepMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
+export { waitFor };
 
 export interface GatewayProcess {
   name: string;

@@ -146,14 +146,8 @@ export function controlledStream(events: string[], ctl: StreamControl): Readable
   let done = false;
   let wake: (() => void) | null = null;
   const dataEvents = events.length - 1;
-  const stopAt =
-    ctl.hangAfter !== undefined
-      ? Math.max(0, Math.min(ctl.hangAfter, dataEvents))
-      : ctl.errorAfter !== undefined
-        ? Math.max(0, Math.min(ctl.errorAfter, dataEvents))
-        : ctl.dropAfter !== undefined
-          ? Math.max(0, Math.min(ctl.dropAfter, dataEvents))
-          : -1;
+  const stopAfter = ctl.hangAfter ?? ctl.errorAfter ?? ctl.dropAfter;
+  const stopAt = stopAfter === undefined ? -1 : Math.max(0, Math.min(stopAfter, dataEvents));
   const finish = () => {
     done = true;
     const w = wake;

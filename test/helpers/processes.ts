@@ -10,14 +10,15 @@ export function freePort(): number {
   return port;
 }
 
-/** Polls `condition` every few milliseconds until it holds, or throws naming `what` after `timeoutMs`. */
-export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await Bun.sleep(5);
+/** Polls `condition` every `stepMs` until it holds, then resolves with the time it took; throws naming `what` after `timeoutMs`. */
+export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string, stepMs = 5): Promise<number> {
+  const started = performance.now();
+  const deadline = started + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await condition()) return performance.now() - started;
+    await Bun.sleep(stepMs);
   }
-  throw new Error(`timed out waiting for ${what}`);
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
 const ROOT = resolve(import.meta.dir, "../..");
