@@ -16,6 +16,7 @@ import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
+import type { UpstreamResponse } from "./upstream-client.ts";
 
 export interface Stage {
   name: string;
@@ -26,7 +27,7 @@ export const REQUEST_ID_HEADER = "x-gateway-request-id";
 
 /** The upstream's answer and the format it speaks. */
 interface Upstream {
-  response: Response;
+  response: UpstreamResponse;
   format: WireFormat;
 }
 
@@ -134,7 +135,7 @@ export class Pipeline implements Gateway {
       const pending = stage.instance.onUpstreamRequest!(ctx);
       if (pending) await pending;
     }
-    let response: Response;
+    let response: UpstreamResponse;
     try {
       response = await provider.send(ctx, ctx.upstreamBody, format);
     } catch (error) {
@@ -378,7 +379,7 @@ function failure(error: GatewayError): Outcome {
 }
 
 /** Maps an upstream's non-2xx answer to what the client should see. */
-async function upstreamFailure(response: Response, format: WireFormat, name: string): Promise<GatewayError> {
+async function upstreamFailure(response: UpstreamResponse, format: WireFormat, name: string): Promise<GatewayError> {
   const text = await response.text().catch(() => "");
   const info = format.readUpstreamError(response.status, text);
   const message = `upstream ${name} answered ${response.status}: ${info.message}`;

@@ -4,6 +4,7 @@ import type { GatewayContext, Outcome } from "./context.ts";
 import type { StreamEvent } from "../formats/canonical.ts";
 import type { WireFormat } from "./format.ts";
 import type { Logger } from "./log.ts";
+import type { UpstreamResponse } from "./upstream-client.ts";
 
 /**
  * What plugins offer each other, keyed by plugin name. Each plugin that `provides` something adds
@@ -18,7 +19,7 @@ export interface Provider {
   /** The upstream body in `format` (use `upstreamBodyFor` from core/translate.ts: relay or translation). */
   buildBody(ctx: GatewayContext, format: WireFormat): Record<string, unknown>;
   /** Sends the body upstream in `format` and returns the upstream's HTTP answer (not consumed). */
-  send(ctx: GatewayContext, body: Record<string, unknown>, format: WireFormat): Promise<Response>;
+  send(ctx: GatewayContext, body: Record<string, unknown>, format: WireFormat): Promise<UpstreamResponse>;
 }
 
 /** Runs a request through the pipeline: what ingress routes call. */

@@ -37,9 +37,10 @@ export class SseSplitter {
 }
 
 /** The frames of a whole SSE body, one at a time (the pipeline drives an SseSplitter itself). */
-export async function* readSseFrames(body: ReadableStream<Uint8Array>): AsyncGenerator<SseFrame> {
+export async function* readSseFrames(body: { getReader(): { read(): Promise<{ done: boolean; value?: Uint8Array }> } }): AsyncGenerator<SseFrame> {
   const splitter = new SseSplitter();
-  for await (const bytes of body) yield* splitter.push(bytes);
+  const reader = body.getReader();
+  for (let read = await reader.read(); !read.done; read = await reader.read()) yield* splitter.push(read.value!);
   yield* splitter.end();
 }
 

@@ -69,7 +69,7 @@ describe("anthropic provider", () => {
     expect(recorded!.headers["anthropic-version"]).toBe("2023-06-01");
     expect(recorded!.headers["anthropic-beta"]).toBe("interleaved-thinking-2025-05-14,context-management-2025-06-27");
     expect(JSON.stringify(recorded)).not.toContain("client-key");
-    expect(anthropicMessages.readResponse((await response.json()) as Record<string, unknown>).usage.inputTokens).toBe(computeAnthropicUsage(MESSAGES_BODY).input_tokens);
+    expect(anthropicMessages.readResponse(JSON.parse(await response.text()) as Record<string, unknown>).usage.inputTokens).toBe(computeAnthropicUsage(MESSAGES_BODY).input_tokens);
   });
 
   it("passes only the listed betas when pass_betas is a list, and none for a translated request", async () => {
@@ -146,7 +146,7 @@ describe("anthropic provider", () => {
       fetch(fake.url + "/v1/messages", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
     const refusal = async (body: unknown, headers?: Record<string, string>) => {
       const response = await send(body, headers);
-      return { status: response.status, body: (await response.json()) as any };
+      return { status: response.status, body: JSON.parse(await response.text()) as any };
     };
     expect(await refusal(MESSAGES_BODY, { "anthropic-version": "2023-06-01" })).toMatchObject({ status: 401, body: { type: "error", error: { type: "authentication_error" } } });
     expect((await refusal(MESSAGES_BODY, { "x-api-key": "k" })).body.error.message).toContain("anthropic-version");

@@ -60,7 +60,7 @@ describe("gemini provider", () => {
     expect(recorded!.path).toBe("/v1beta/models/gemini-2.5-flash-lite:generateContent");
     expect(recorded!.headers["x-goog-api-key"]).toBe("gm-upstream-key");
     expect(recorded!.headers.authorization).toBeUndefined();
-    const answer = gemini.translation!.decodeResponse((await response.json()) as Record<string, unknown>);
+    const answer = gemini.translation!.decodeResponse(JSON.parse(await response.text()) as Record<string, unknown>);
     const usage = computeGeminiUsage(body, "gemini-2.5-flash-lite");
     expect(answer.content).toEqual([{ type: "text", text: "Hello from gemini-2.5-flash-lite." }]);
     expect(answer.usage).toEqual({ inputTokens: usage.promptTokenCount, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: usage.candidatesTokenCount, reasoningTokens: 0 });
