@@ -133,10 +133,24 @@ class IncomingBody implements UpstreamBodyReader {
   }
 }
 
+/**
+ * An answer's headers, read from its head text when asked (the pipeline asks for three or four names, so
+ * no map is built). Repeated headers are joined with ", ", as fetch's Headers does.
+ */
 class HeaderMap {
-  constructor(private readonly values: Record<string, string>) {}
+  private lower: string | undefined;
+  constructor(private readonly head: string) {}
   get(name: string): string | null {
-    return this.values[name.toLowerCase()] ?? null;
+    const lower = (this.lower ??= this.head.toLowerCase());
+    const needle = "\r\n" + name.toLowerCase() + ":";
+    let value: string | null = null;
+    for (let at = lower.indexOf(needle); at >= 0; at = lower.indexOf(needle, at + needle.length)) {
+      const start = at + needle.length;
+      const end = lower.indexOf("\r\n", start);
+      const part = this.head.slice(start, end < 0 ? undefined : end).trim();
+      value = value === null ? part : value + ", " + part;
+    }
+    return value;
   }
 }
 
@@ -263,38 +277,32 @@ class Connection {
 
   /** Parses the status line and headers; false for an informational (1xx) answer. */
   private startAnswer(head: string): boolean {
-    const lines = head.split("\r\n");
-    const statusLine = lines[0]!;
-    const status = Number(statusLine.slice(9, 12));
-    if (!statusLine.startsWith("HTTP/1.") || !(status >= 100 && status < 600)) {
+    const status = Number(head.slice(9, 12));
+    if (!head.startsWith("HTTP/1.") || !(status >= 100 && status < 600)) {
+      const statusLine = head.slice(0, head.indexOf("\r\n") >>> 0);
       this.broken(new UpstreamConnectionError(`upstream answered something that is not HTTP/1.x: ${JSON.stringify(statusLine.slice(0, 60))}`));
       return true;
     }
     if (status < 200) return false;
-    const values: Record<string, string> = {};
-    for (let index = 1; index < lines.length; index++) {
-      const line = lines[index]!;
-      const colon = line.indexOf(":");
-      if (colon <= 0) continue;
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      values[name] = values[name] === undefined ? value : `${values[name]}, ${value}`;
+    const headers = new HeaderMap(head);
+    const connection = headers.get("connection")?.toLowerCase();
+    this.keepAlive = head.startsWith("HTTP/1.1") ? connection !== "close" : connection === "keep-alive";
+    const contentLength = headers.get("content-length");
+    const encoding = headers.get("content-encoding")?.toLowerCase();
+    if (encoding && encoding !== "identity") {
+      this.broken(new UpstreamConnectionError(`upstream answered with content-encoding ${encoding} although asked for identity`));
+      return true;
     }
-    const connection = values["connection"]?.toLowerCase();
-    this.keepAlive = statusLine.startsWith("HTTP/1.1") ? connection !== "close" : connection === "keep-alive";
-    const exchange = this.exchange!;
-    const body = new IncomingBody(() => this.broken(undefined));
-    exchange.body = body;
     if (status === 204 || status === 304) {
       this.framing = Framing.Length;
       this.remaining = 0;
-    } else if (values["transfer-encoding"]?.toLowerCase().includes("chunked")) {
+    } else if (headers.get("transfer-encoding")?.toLowerCase().includes("chunked")) {
       this.framing = Framing.Chunked;
       this.chunkState = ChunkState.Size;
       this.sizeLine = "";
-    } else if (values["content-length"] !== undefined) {
+    } else if (contentLength !== null) {
       this.framing = Framing.Length;
-      this.remaining = Number(values["content-length"]);
+      this.remaining = contentLength === "" ? NaN : Number(contentLength);
       if (!Number.isSafeInteger(this.remaining) || this.remaining < 0) {
         this.broken(new UpstreamConnectionError("upstream answered with an invalid content-length"));
         return true;
@@ -303,12 +311,11 @@ class Connection {
       this.framing = Framing.UntilClose;
       this.keepAlive = false;
     }
-    const encoding = values["content-encoding"]?.toLowerCase();
-    if (encoding && encoding !== "identity") {
-      this.broken(new UpstreamConnectionError(`upstream answered with content-encoding ${encoding} although asked for identity`));
-      return true;
-    }
-    exchange.resolve(new SocketResponse(status, new HeaderMap(values), body));
+    // Only now is the answer handed out: a failure before this rejects the call itself.
+    const exchange = this.exchange!;
+    const body = new IncomingBody(() => this.broken(undefined));
+    exchange.body = body;
+    exchange.resolve(new SocketResponse(status, headers, body));
     if (this.framing === Framing.Length && this.remaining === 0) this.finishBody();
     return true;
   }
@@ -466,6 +473,10 @@ const handlers: import("bun").SocketHandler<Connection, "buffer"> = {
   },
   error(socket, error) {
     socket.data.broken(error);
+  },
+  handshake(socket, success, authorizationError) {
+    // Bun closes a TLS connection whose certificate does not verify: say why before it does.
+    if (!success) socket.data.broken(new UpstreamConnectionError(`TLS with ${socket.data.origin.hostname} failed: ${authorizationError?.message ?? "certificate not trusted"}`));
   },
   timeout(socket) {
     const connection = socket.data;
