@@ -26,6 +26,9 @@ import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
 import {
   BUN,
   cannon,
+  cannonRun,
+  poolRuns,
+  type CannonRun,
   cpuSeconds,
   f,
   fInt,
@@ -99,6 +102,7 @@ async function main(): Promise<void> {
       gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url, keyOptions) }, pid: child.proc.pid });
     }
     const body = chatBody({ stream: options.stream });
+    const runsOf = new Map<string, CannonRun[]>(gateways.map((g) => [g.target.name, []]));
     const tallies = new Map<string, Tally>(gateways.map((g) => [g.target.name, { label: g.target.name, served: 0, seconds: 0, mainSeconds: 0, allSeconds: 0 }]));
     const ms = options.seconds * 1000;
     for (const g of gateways) await (options.stream ? streams(g.target, body, options.concurrency, 1000) : cannon(g.target, body, options.concurrency, 1000)); // warm-up
@@ -107,9 +111,13 @@ async function main(): Promise<void> {
       for (const g of round % 2 === 0 ? gateways : [...gateways].reverse()) {
         const before = cpuSeconds(g.pid);
         const started = performance.now();
-        const served = options.stream
-          ? (await streams(g.target, body, options.concurrency, ms)).completed
-          : (await cannon(g.target, body, options.concurrency, ms)).requests;
+        let served: number;
+        if (options.stream) served = (await streams(g.target, body, options.concurrency, ms)).completed;
+        else {
+          const run = await cannonRun(g.target, body, options.concurrency, ms);
+          runsOf.get(g.target.name)!.push(run);
+          served = run.ok;
+        }
         const elapsed = (performance.now() - started) / 1000;
         const after = cpuSeconds(g.pid);
         const tally = tallies.get(g.target.name)!;
@@ -127,15 +135,20 @@ async function main(): Promise<void> {
     const perRequest = (seconds: number, t: Tally) => (t.served === 0 ? Number.NaN : (seconds * 1e6) / t.served);
     table(
       `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}: ${options.rounds} interleaved rounds of ${options.seconds} s`,
-      ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first"],
-      [...tallies.values()].map((t) => [
-        t.label,
-        fInt(rate(t)),
-        f(rate(t) / rate(first)),
-        f(perRequest(t.mainSeconds, t), 1),
-        f(perRequest(t.allSeconds, t), 1),
-        f(perRequest(t.mainSeconds, t) / perRequest(first.mainSeconds, first)),
-      ]),
+      ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first", "p50 ms", "p99 ms"],
+      [...tallies.values()].map((t) => {
+        const pooled = options.stream ? undefined : poolRuns(runsOf.get(t.label)!);
+        return [
+          t.label,
+          fInt(rate(t)),
+          f(rate(t) / rate(first)),
+          f(perRequest(t.mainSeconds, t), 1),
+          f(perRequest(t.allSeconds, t), 1),
+          f(perRequest(t.mainSeconds, t) / perRequest(first.mainSeconds, first)),
+          pooled ? f(pooled.p50, 3) : "-",
+          pooled ? f(pooled.p99, 3) : "-",
+        ];
+      }),
       1,
     );
   } finally {

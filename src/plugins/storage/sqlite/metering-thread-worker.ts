@@ -9,6 +9,7 @@ import { drizzle } from "drizzle-orm/bun-sqlite";
 import type { Generation } from "../repository.ts";
 import { WRITER_AUTOCHECKPOINT_PAGES } from "./checkpointer.ts";
 import { isPermanentWriteError } from "./group-commit.ts";
+import { unpackBatch, type PackedBatch } from "./batch-codec.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { sqliteSchema } from "./schema.ts";
 
@@ -16,8 +17,8 @@ declare const self: Worker;
 
 export type MeteringThreadRequest =
   | { type: "start"; path: string; busyTimeoutMs: number }
-  /** `seqs[i]`: the queue number of `batch[i]`. */
-  | { type: "write"; batch: Generation[]; seqs: number[] }
+  /** `seqs[i]`: the queue number of the i-th generation of the packed batch. */
+  | { type: "write"; batch: PackedBatch; seqs: number[] }
   | { type: "stop" };
 
 export type MeteringThreadReply =
@@ -90,7 +91,7 @@ function write(batch: Generation[], seqs: number[]): MeteringThreadReply {
 self.onmessage = (event: MessageEvent<MeteringThreadRequest>) => {
   const message = event.data;
   if (message.type === "start") start(message.path, message.busyTimeoutMs);
-  else if (message.type === "write") reply(write(message.batch, message.seqs));
+  else if (message.type === "write") reply(write(unpackBatch(message.batch), message.seqs));
   else {
     client?.close();
     client = null;

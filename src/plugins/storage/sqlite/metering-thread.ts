@@ -4,6 +4,7 @@ import type { Generation } from "../repository.ts";
 import type { GroupCommit } from "./group-commit.ts";
 import type { MeteringThreadReply, MeteringThreadRequest } from "./metering-thread-worker.ts";
 import type { PendingGenerations } from "./pending.ts";
+import { packBatch } from "./batch-codec.ts";
 
 const MAX_RETRY_DELAY_MS = 1000;
 /** How long a stop waits for the thread to close its connection. */
@@ -61,7 +62,8 @@ export function startMeteringThread(options: MeteringThreadOptions): GroupCommit
     const seqs = new Array<number>(count);
     for (let index = 0; index < count; index++) seqs[index] = pending.seqAt(index);
     inflight = true;
-    post({ type: "write", batch: pending.queue.slice(0, count), seqs });
+    const batch = packBatch(pending.queue.slice(0, count));
+    worker.postMessage({ type: "write", batch, seqs } satisfies MeteringThreadRequest, [batch.numbers.buffer as ArrayBuffer]);
   }
 
   function schedule(delayMs: number): void {
