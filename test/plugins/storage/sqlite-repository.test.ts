@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
 import { InsufficientBalanceError, UnavailableError } from "../../../src/core/errors.ts";
-import type { AccountTotals, Funds, Generation, Repository, UsageRow } from "../../../src/plugins/storage/repository.ts";
+import type { Repository } from "../../../src/plugins/storage/repository.ts";
 import {
   createSqliteRepository,
   type SqliteRepositoryOptions,
@@ -26,9 +26,9 @@ repositoryContract({
   cleanup: async () => removeTempDirs(),
 });
 
-// The same with holds in this process's memory (the gateway's default): metering is written by its own thread.
+// The same with holds in this process's memory (the gateway's default; the file is locked to one process).
 repositoryContract({
-  name: "sqlite, process holds, metering thread",
+  name: "sqlite, process holds",
   async fresh() {
     const path = tempDbPath();
     return {
@@ -122,7 +122,7 @@ describe("storage/sqlite repository", () => {
     expect(ledgerSums(path, account.id).debits).toBe(3_000);
   });
 
-  it("survives kill -9 mid-metering, on the event loop or the metering thread: totals match the ledger, whose debits are exactly the stored requests", async () => {
+  it("survives kill -9 mid-metering, with shared or process holds: totals match the ledger, whose debits are exactly the stored requests", async () => {
     const path = tempDbPath();
     const setup = createSqliteRepository(path, { log: captureLog() });
     const { account, key } = await accountWithKey(setup);
@@ -131,7 +131,7 @@ describe("storage/sqlite repository", () => {
     await setup.close();
 
     // Three rounds on the same file, each child killed at a random point of its group-commit cycle: the
-    // first commits on the event loop (shared holds), the others on the metering thread (process holds).
+    // first with shared holds (rows, deleted with their debits), the others with process holds (the default).
     let storedBefore = 0;
     for (let round = 0; round < 3; round++) {
       const flushed = await meterThenKill(path, [account.id, key.id, other.id], 10_000, round === 0 ? "shared" : "process");
@@ -196,61 +196,6 @@ describe("storage/sqlite repository", () => {
     const bought = await repository.purchasePlan(purchase("plan_c"));
     expect(bought.balance).toBe(0);
     expect(await repository.accountTotals(account.id)).toMatchObject({ credits: 31 * USD, debits: 31 * USD, balance: 0 });
-  });
-
-  it("with the metering thread, counts a batch it has stored but the queue has not settled yet once, in every read", async () => {
-    const USD = 1_000_000_000;
-    const path = tempDbPath();
-    const repository = openRepository(path, { holds: "process", flushIntervalMs: 60_000 });
-    const { account, key } = await accountWithKey(repository);
-    await repository.addCredit({ accountId: account.id, amount: USD, kind: "card", reference: "c" });
-    const stored = () => rawGet<{ n: number }>(path, "select count(*) as n from generations").n;
-    repository.recordGeneration(makeGeneration(account.id, key.id));
-    await repository.flush(); // the thread runs
-    expect(stored()).toBe(1);
-
-    const batch = Array.from({ length: 40 }, (_, index) => makeGeneration(account.id, key.id, { inputCost: 1_000 + index * 7, outputCost: 333 * index }));
-    for (const generation of batch) repository.recordGeneration(generation);
-    const debits = 3_000 + batch.reduce((sum, g) => sum + g.totalCost, 0);
-    const flushed = repository.flush(); // the batch goes to the thread
-    // The event loop stands still while the thread commits: its answer waits, the queue still holds the batch.
-    const deadline = Date.now() + 5_000;
-    while (stored() < 41 && Date.now() < deadline) Bun.sleepSync(2);
-    expect(stored()).toBe(41);
-
-    // Every read starts now, before the answer is handled (each runs synchronously up to its first await).
-    let fundsSeen: Funds | undefined;
-    const reads = Promise.all([
-      repository.accountTotals(account.id),
-      repository.keyUsage(key.id),
-      repository.listGenerations(account.id, { limit: 100 }),
-      repository.usageByDay({ accountId: account.id, startDay: "2000-01-01", endDay: "2100-01-01" }),
-      repository.reserve({ id: "gen-probe", accountId: account.id, keyId: key.id, keyLimited: false, instanceId: "gw", createdAt: Date.now() }, (funds) => {
-        fundsSeen = funds;
-        return 0;
-      }),
-    ]);
-    const expectExact = (totals: AccountTotals, keyUsage: number, listed: Generation[], usage: UsageRow[]) => {
-      expect(totals).toEqual({ credits: USD, debits, balance: USD - debits, paidCredits: USD });
-      expect(keyUsage).toBe(debits);
-      expect(listed).toHaveLength(41);
-      expect(new Set(listed.map((g) => g.id)).size).toBe(41);
-      expect(usage.reduce((sum, row) => sum + row.cost, 0)).toBe(debits);
-      expect(usage.reduce((sum, row) => sum + row.requests, 0)).toBe(41);
-    };
-    const [totals, keyUsage, listed, usage] = await reads;
-    expectExact(totals, keyUsage, listed, usage);
-    expect(fundsSeen!.account).toBe(USD - debits);
-
-    await flushed;
-    const [after, keyAfter, listedAfter, usageAfter] = await Promise.all([
-      repository.accountTotals(account.id),
-      repository.keyUsage(key.id),
-      repository.listGenerations(account.id, { limit: 100 }),
-      repository.usageByDay({ accountId: account.id, startDay: "2000-01-01", endDay: "2100-01-01" }),
-    ]);
-    expectExact(after, keyAfter, listedAfter, usageAfter);
-    expect(ledgerSums(path, account.id)).toEqual({ credits: USD, debits, balance: USD - debits });
   });
 
   it("measures group-commit throughput (printed, not asserted)", async () => {

@@ -7,20 +7,10 @@ import type { PendingGenerations } from "./pending.ts";
 const MAX_RETRY_DELAY_MS = 1000;
 
 /** SQLite errors that say "this row can never be written"; every other failure is retried. */
-export function isPermanentWriteError(error: unknown): boolean {
+function isPermanent(error: unknown): boolean {
   const code = (error as Partial<SQLiteError> | null)?.code;
   if (typeof code !== "string") return !(error instanceof Error && /closed database/i.test(error.message));
   return /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
-}
-
-/** Queues metered generations and writes them in batches (here on the event loop, or metering-thread.ts). */
-export interface GroupCommit {
-  /** Queues a generation (ignored when its id is already queued) and arms the commit. */
-  record(g: Generation): void;
-  /** Writes everything queued; fails with UnavailableError (queue kept, retried) when it cannot. */
-  flush(): void | Promise<void>;
-  /** Final flush, then no more writes. */
-  stop(): Promise<void>;
 }
 
 export interface GroupCommitOptions {
@@ -38,7 +28,7 @@ export interface GroupCommitOptions {
  * failed write keeps the batch and retries with backoff; a row the schema refuses is logged whole and
  * set aside so it cannot block the rows behind it.
  */
-export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, log }: GroupCommitOptions): GroupCommit {
+export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
   let immediate: ReturnType<typeof setImmediate> | null = null;
@@ -57,14 +47,14 @@ export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, l
         write(batch);
         pending.settle(batch.length);
       } catch (error) {
-        if (!isPermanentWriteError(error)) throw error;
+        if (!isPermanent(error)) throw error;
         // A poison row: write this batch one by one so only the bad rows are set aside.
         for (const g of batch) {
           try {
             write([g]);
             pending.settle(1);
           } catch (rowError) {
-            if (!isPermanentWriteError(rowError)) throw rowError;
+            if (!isPermanent(rowError)) throw rowError;
             deadLetter(g, rowError);
           }
         }

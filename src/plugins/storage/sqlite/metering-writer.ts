@@ -141,19 +141,12 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
     for (const bucket of spend.values()) addSpend.run(bucket.accountId, bucket.bucketStart, bucket.cost);
   }
 
-  const setCursor = client.prepare("insert into metering_cursor (id, seq) values (1, ?) on conflict (id) do update set seq = excluded.seq");
-  const transaction = client.transaction((batch: readonly Generation[], throughSeq: number | undefined) => {
-    applyBatch(batch);
-    if (throughSeq !== undefined) setCursor.run(throughSeq);
-  });
+  const transaction = client.transaction(applyBatch);
 
   return {
-    /**
-     * Commits the batch atomically; throws (and writes nothing) on any failure. `throughSeq`: the queue
-     * number of the batch's last generation, stored as the metering cursor in the same transaction.
-     */
-    write(batch: readonly Generation[], throughSeq?: number): void {
-      transaction.immediate(batch, throughSeq);
+    /** Commits the batch atomically; throws (and writes nothing) on any failure. */
+    write(batch: readonly Generation[]): void {
+      transaction.immediate(batch);
     },
   };
 }

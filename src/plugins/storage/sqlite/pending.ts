@@ -52,39 +52,23 @@ function responseKey(accountId: string, responseId: string): string {
 /**
  * Generations recorded but not yet committed, and their effect on the totals, so that reads see a
  * request the moment it is metered. The queue is FIFO: a commit settles a prefix of it.
- *
- * Each generation gets a queue number (`seq`, rising). When a thread commits (metering-thread.ts), a batch
- * is stored a moment before this queue hears of it; the store's metering cursor says how far it has
- * written. A read that takes the cursor in the same snapshot as its figures passes it here, and the
- * generations numbered at or below it (a prefix of the queue) count as stored, not queued: never twice.
- * `cursor` -1: the figures hold none of the queue (a store written on this thread, settled at once).
  */
 export class PendingGenerations {
   readonly queue: Generation[] = [];
-  private readonly seqs: number[] = [];
   /** Ids only (a string set): a long-lived map holding each request's object costs the hot path more. */
   private readonly ids = new Set<string>();
   private readonly byResponse = new Map<string, Generation>();
   private readonly debits = new Map<string, number>();
   private readonly keyUsage = new Map<string, number>();
 
-  /** `lastSeq`: the highest number already given (the stored cursor, when a thread writes). */
-  constructor(private lastSeq = 0) {}
-
   get size(): number {
     return this.queue.length;
-  }
-
-  /** The queue number of the generation at `index` in the queue. */
-  seqAt(index: number): number {
-    return this.seqs[index]!;
   }
 
   /** Queues a generation; false when its id is already pending (a request is metered once). */
   add(g: Generation): boolean {
     if (this.ids.has(g.id)) return false;
     this.queue.push(g);
-    this.seqs.push(++this.lastSeq);
     this.ids.add(g.id);
     if (g.responseId !== null) this.byResponse.set(responseKey(g.accountId, g.responseId), g);
     addTo(this.debits, g.accountId, g.totalCost);
@@ -93,9 +77,8 @@ export class PendingGenerations {
   }
 
   /** Removes the first `count` queued generations (committed or dead-lettered) and their effect. */
-  settle(count: number): Generation[] {
+  settle(count: number): void {
     const settled = this.queue.splice(0, count);
-    this.seqs.splice(0, count);
     for (const g of settled) {
       this.ids.delete(g.id);
       if (g.responseId !== null) {
@@ -105,25 +88,6 @@ export class PendingGenerations {
       addTo(this.debits, g.accountId, -g.totalCost);
       addTo(this.keyUsage, g.keyId, -g.totalCost);
     }
-    return settled;
-  }
-
-  /** Removes the generations the store holds per its cursor (those numbered at or below it). */
-  settleThrough(cursor: number): Generation[] {
-    return this.settle(this.storedCount(cursor));
-  }
-
-  /** How many at the head of the queue are numbered at or below the cursor (already stored). */
-  private storedCount(cursor: number): number {
-    let count = 0;
-    while (count < this.seqs.length && this.seqs[count]! <= cursor) count++;
-    return count;
-  }
-
-  /** The queued generations a read with this cursor does not hold yet. */
-  unwritten(cursor: number): readonly Generation[] {
-    const stored = this.storedCount(cursor);
-    return stored === 0 ? this.queue : this.queue.slice(stored);
   }
 
   find(accountId: string, id: string): Generation | undefined {
@@ -136,32 +100,18 @@ export class PendingGenerations {
   }
 
   /** Queued debits of the account for requests started at or after `since` (spend windows). */
-  accountDebitsSince(accountId: string, since: number, cursor: number): number {
+  accountDebitsSince(accountId: string, since: number): number {
     let sum = 0;
-    for (let index = this.storedCount(cursor); index < this.queue.length; index++) {
-      const g = this.queue[index]!;
-      if (g.accountId === accountId && g.createdAt >= since) sum += g.totalCost;
-    }
+    for (const g of this.queue) if (g.accountId === accountId && g.createdAt >= since) sum += g.totalCost;
     return sum;
   }
 
-  accountDebits(accountId: string, cursor: number): number {
-    let sum = this.debits.get(accountId) ?? 0;
-    // Between a thread's commit and this queue settling it: those are in the figures already.
-    for (let index = 0, stored = this.storedCount(cursor); index < stored; index++) {
-      const g = this.queue[index]!;
-      if (g.accountId === accountId) sum -= g.totalCost;
-    }
-    return sum;
+  accountDebits(accountId: string): number {
+    return this.debits.get(accountId) ?? 0;
   }
 
-  keySpend(keyId: string, cursor: number): number {
-    let sum = this.keyUsage.get(keyId) ?? 0;
-    for (let index = 0, stored = this.storedCount(cursor); index < stored; index++) {
-      const g = this.queue[index]!;
-      if (g.keyId === keyId) sum -= g.totalCost;
-    }
-    return sum;
+  keySpend(keyId: string): number {
+    return this.keyUsage.get(keyId) ?? 0;
   }
 }
 

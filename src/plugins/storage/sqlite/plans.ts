@@ -30,12 +30,10 @@ function toCycle(row: PlanRow): PlanCycle {
 
 /** What this process knows of an account's funds that the file does not hold yet (reservations.ts, pending.ts). */
 export interface UnstoredFunds {
-  /** The metering cursor of the current snapshot (pending.ts); read inside the purchase's transaction. */
-  cursor(): number;
   /** To add to the stored available funds: settled holds swapped for queued debits, holds kept in memory. */
-  availableShift(accountId: string, cursor: number): number;
-  /** Debits queued for the group commit that the store does not hold at `cursor`. */
-  queuedDebits(accountId: string, cursor: number): number;
+  availableShift(accountId: string): number;
+  /** Debits queued for the group commit. */
+  queuedDebits(accountId: string): number;
 }
 
 /**
@@ -65,11 +63,9 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
   );
 
   const purchase = client.transaction((p: PlanPurchase) => {
-    // In the write transaction: no commit lands between these reads, the cursor holds for all of them.
-    const cursor = unstored.cursor();
     const stored = available.get(p.accountId, p.accountId);
     if (!stored) throw new NotFoundError(`no account "${p.accountId}"`);
-    const funds = { available: stored.available + unstored.availableShift(p.accountId, cursor) };
+    const funds = { available: stored.available + unstored.availableShift(p.accountId) };
     if (p.funding === "balance") {
       if (balanceFunded.get(p.accountId)) {
         throw new ConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
@@ -87,7 +83,7 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
       addCredits.run(p.bonus, p.accountId);
     }
     insertPlan.run(p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing ? 1 : 0);
-    return balance.get(p.accountId)!.balance - unstored.queuedDebits(p.accountId, cursor);
+    return balance.get(p.accountId)!.balance - unstored.queuedDebits(p.accountId);
   });
 
   return {

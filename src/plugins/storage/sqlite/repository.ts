@@ -19,8 +19,7 @@ import { compileStatement } from "./statements.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createGroupCommit } from "./group-commit.ts";
-import { createSqliteReservations, type HoldsMode, type Snapshot } from "./reservations.ts";
-import { startMeteringThread } from "./metering-thread.ts";
+import { createSqliteReservations, type HoldsMode } from "./reservations.ts";
 import { lockForHolds } from "./process-lock.ts";
 import { startCheckpointer } from "./checkpointer.ts";
 import { createSqlitePlans } from "./plans.ts";
@@ -41,11 +40,6 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   holds?: HoldsMode;
   /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
   checkpointIntervalMs?: number;
-  /**
-   * Metering written on a thread of its own (default: with process holds on a file; metering-thread.ts).
-   * Shared holds keep it on the event loop: their reservations and the metering writes share one lock.
-   */
-  meteringThread?: boolean;
   log?: Logger;
 }
 
@@ -74,13 +68,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const checkpointIntervalMs = options.checkpointIntervalMs ?? 500;
   const checkpointer = isInMemoryPath(path) || checkpointIntervalMs <= 0 ? null : startCheckpointer(client, path, { intervalMs: checkpointIntervalMs, log });
   const writer = createMeteringWriter(db, client, { holdsInTable: holds === "shared" });
-  // With a metering thread, reads take the metering cursor in the snapshot of their figures (pending.ts).
-  const threaded = holds === "process" && !isInMemoryPath(path) && options.meteringThread !== false;
-  const selectCursor = client.prepare<{ seq: number }, []>("select seq from metering_cursor where id = 1");
-  const storedCursor = () => selectCursor.get()?.seq ?? -1;
-  const pending = new PendingGenerations(threaded ? Math.max(0, storedCursor()) : 0);
-  const inSnapshot = client.transaction((read: (cursor: number) => unknown) => read(storedCursor()));
-  const snapshot: Snapshot = threaded ? <T>(read: (cursor: number) => T) => inSnapshot(read) as T : <T>(read: (cursor: number) => T) => read(-1);
+  const pending = new PendingGenerations();
 
   const selectTotals = db
     .select({ credits: accounts.totalCreditsNano, debits: accounts.totalDebitsNano, paid: accounts.paidCreditsNano })
@@ -135,40 +123,20 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const usageOfAccount = usageQuery("account");
   const usageOfKey = usageQuery("key");
 
-  const reservations = createSqliteReservations(client, pending, holds, snapshot);
-  const plans = createSqlitePlans(client, {
-    cursor: () => (threaded ? storedCursor() : -1),
-    availableShift: reservations.availableShift,
-    queuedDebits: (id, cursor) => pending.accountDebits(id, cursor),
-  });
+  const reservations = createSqliteReservations(client, pending, holds);
+  const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
   let closed = false;
-  /** Writes a prefix of the queue on the event loop (with the cursor, when a thread may also write). */
   function writeBatch(batch: readonly Generation[]): void {
-    writer.write(batch, threaded ? pending.seqAt(batch.length - 1) : undefined);
+    writer.write(batch);
     reservations.forgetWritten(batch.map((g) => g.id));
   }
-  const groupCommit = createGroupCommit({ pending, write: writeBatch, flushIntervalMs, maxBatch, log });
-  const commits = threaded
-    ? startMeteringThread({
-        path,
-        busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000)),
-        pending,
-        flushIntervalMs,
-        maxBatch,
-        log,
-        onSettled: (settled) => reservations.forgetWritten(settled.map((g) => g.id)),
-        readCursor: storedCursor,
-        fallback: groupCommit,
-      })
-    : groupCommit;
+  const commits = createGroupCommit({ pending, write: writeBatch, flushIntervalMs, maxBatch, log });
 
   function totalsOf(accountId: string): AccountTotals {
-    return snapshot((cursor) => {
-      const row = selectTotals.get({ id: accountId });
-      const credits = row?.credits ?? 0;
-      const debits = (row?.debits ?? 0) + pending.accountDebits(accountId, cursor);
-      return { credits, debits, balance: credits - debits, paidCredits: row?.paid ?? 0 };
-    });
+    const row = selectTotals.get({ id: accountId });
+    const credits = row?.credits ?? 0;
+    const debits = (row?.debits ?? 0) + pending.accountDebits(accountId);
+    return { credits, debits, balance: credits - debits, paidCredits: row?.paid ?? 0 };
   }
 
   function assertOpen(): void {
@@ -292,7 +260,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
 
     async keyUsage(keyId) {
-      return snapshot((cursor) => (selectKeyUsage.get({ id: keyId })?.usage ?? 0) + pending.keySpend(keyId, cursor));
+      return (selectKeyUsage.get({ id: keyId })?.usage ?? 0) + pending.keySpend(keyId);
     },
 
     recordGeneration(generation) {
@@ -315,33 +283,29 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       // Cursor (created_at, id): rows of the same millisecond are split by id, none lost between pages.
       const beforeId = page.beforeId ?? ""; // no id: strictly before the millisecond
       const older = (g: { createdAt: number; id: string }) => g.createdAt < before || (g.createdAt === before && g.id < beforeId);
-      return snapshot((cursor) => {
-        const queued = pending.unwritten(cursor).filter((g) => g.accountId === accountId && older(g));
-        const stored = db
-          .select()
-          .from(generations)
-          .where(
-            and(
-              eq(generations.accountId, accountId),
-              or(lt(generations.createdAt, before), and(eq(generations.createdAt, before), lt(generations.id, beforeId))),
-            ),
-          )
-          .orderBy(desc(generations.createdAt), desc(generations.id))
-          .limit(limit)
-          .all();
-        if (queued.length === 0) return stored;
-        return [...stored, ...queued.map((g) => ({ ...g }))]
-          .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
-          .slice(0, limit);
-      });
+      const queued = pending.queue.filter((g) => g.accountId === accountId && older(g));
+      const stored = db
+        .select()
+        .from(generations)
+        .where(
+          and(
+            eq(generations.accountId, accountId),
+            or(lt(generations.createdAt, before), and(eq(generations.createdAt, before), lt(generations.id, beforeId))),
+          ),
+        )
+        .orderBy(desc(generations.createdAt), desc(generations.id))
+        .limit(limit)
+        .all();
+      if (queued.length === 0) return stored;
+      return [...stored, ...queued.map((g) => ({ ...g }))]
+        .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        .slice(0, limit);
     },
 
     async usageByDay({ accountId, keyId, startDay, endDay }) {
       const scope = { accountId, keyId, startDay, endDay };
-      return snapshot((cursor) => {
-        const rows = (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope)) as UsageRow[];
-        return withPendingUsage(rows, pending.unwritten(cursor), scope);
-      });
+      const rows = (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope)) as UsageRow[];
+      return withPendingUsage(rows, pending.queue, scope);
     },
 
     async getSetting(name) {
@@ -354,7 +318,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
 
     async flush() {
-      if (!closed) await commits.flush();
+      if (!closed) commits.flush();
     },
 
     async reserve(input, decide) {

@@ -27,19 +27,10 @@ interface PendingReservation {
  * counts the debit instead of the hold, other processes keep seeing the (larger) hold.
  */
 export interface PendingSettlements {
-  /** Debits queued for the account / key that figures read with `cursor` do not hold (pending.ts). */
-  accountDebits(accountId: string, cursor: number): number;
-  accountDebitsSince(accountId: string, since: number, cursor: number): number;
-  keySpend(keyId: string, cursor: number): number;
-}
-
-/** Runs `read` in one snapshot of the store with the metering cursor of that snapshot (repository.ts). */
-export type Snapshot = <T>(read: (cursor: number) => T) => T;
-
-/** A stored figure and the metering cursor of the snapshot it was read in. */
-interface Stored<V> {
-  value: V;
-  cursor: number;
+  /** Debits queued for the account / key, not yet written. */
+  accountDebits(accountId: string): number;
+  accountDebitsSince(accountId: string, since: number): number;
+  keySpend(keyId: string): number;
 }
 
 /**
@@ -58,7 +49,7 @@ function asRefusalOrBusy(error: unknown): GatewayError {
     : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
 }
 
-export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode, snapshot: Snapshot) {
+export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
   const inProcess = mode === "process";
   /** This process's live holds, and the part of them whose requests are settled but not yet written. */
   const mine = new Map<string, { accountId: string; keyId: string; amount: number; settled: boolean }>();
@@ -86,9 +77,9 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
     }
   }
   /** Funds as this process sees them: the stored figure, settled holds swapped for their queued debits. */
-  const accountShift = (accountId: string, cursor: number) =>
-    (settledByAccount.get(accountId) ?? 0) - pending.accountDebits(accountId, cursor) - (heldByAccount.get(accountId) ?? 0);
-  const keyShift = (keyId: string, cursor: number) => (settledByKey.get(keyId) ?? 0) - pending.keySpend(keyId, cursor) - (heldByKey.get(keyId) ?? 0);
+  const accountShift = (accountId: string) =>
+    (settledByAccount.get(accountId) ?? 0) - pending.accountDebits(accountId) - (heldByAccount.get(accountId) ?? 0);
+  const keyShift = (keyId: string) => (settledByKey.get(keyId) ?? 0) - pending.keySpend(keyId) - (heldByKey.get(keyId) ?? 0);
   const accountAvailable = client.prepare<{ available: number }, [string, string]>(
     `select a.total_credits_nano - a.total_debits_nano
             - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
@@ -125,36 +116,31 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
    * until this process writes to the store in process mode (`fundsForProcess`).
    */
   class StoredFunds {
-    private readonly accounts = new Map<string, Stored<number>>();
-    private readonly keys = new Map<string, Stored<number>>();
+    private readonly accounts = new Map<string, number>();
+    private readonly keys = new Map<string, number>();
     private readonly reserved = new Map<string, number>();
-    private readonly spent = new Map<string, Stored<{ spent: number; oldest: number | null }>>();
+    private readonly spent = new Map<string, { spent: number; oldest: number | null }>();
 
     account(accountId: string): number {
-      const stored = readOnce(this.accounts, accountId, () => snapshot((cursor) => ({ value: accountAvailable.get(accountId, accountId)?.available ?? 0, cursor })));
-      return stored.value + accountShift(accountId, stored.cursor);
+      const stored = readOnce(this.accounts, accountId, () => accountAvailable.get(accountId, accountId)?.available ?? 0);
+      return stored + accountShift(accountId);
     }
     key(keyId: string): number {
-      const stored = readOnce(this.keys, keyId, () => snapshot((cursor) => ({ value: keyAvailable.get(keyId, keyId)?.available ?? 0, cursor })));
-      return stored.value + keyShift(keyId, stored.cursor);
+      return readOnce(this.keys, keyId, () => keyAvailable.get(keyId, keyId)?.available ?? 0) + keyShift(keyId);
     }
     reservedBy(accountId: string): number {
       const stored = readOnce(this.reserved, accountId, () => accountReserved.get(accountId)?.reserved ?? 0);
       return stored + (heldByAccount.get(accountId) ?? 0);
     }
-    /** Committed spend since the bucket, and the debits queued since then that it does not hold. */
-    spentSince(accountId: string, bucketStart: number): { spent: number; queued: number; oldest: number | null } {
-      const stored = readOnce(this.spent, accountId + "\u0000" + bucketStart, () =>
-        snapshot((cursor) => ({ value: windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null }, cursor })),
-      );
-      return { ...stored.value, queued: pending.accountDebitsSince(accountId, bucketStart, stored.cursor) };
+    spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
+      return readOnce(this.spent, accountId + "\u0000" + bucketStart, () => windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null });
     }
     /** A hold just inserted in the table: what the stored figures would now say. */
     held(input: ReservationInput, amount: number): void {
       const account = this.accounts.get(input.accountId);
-      if (account !== undefined) account.value -= amount;
+      if (account !== undefined) this.accounts.set(input.accountId, account - amount);
       const key = this.keys.get(input.keyId);
-      if (key !== undefined) key.value -= amount;
+      if (key !== undefined) this.keys.set(input.keyId, key - amount);
       const reserved = this.reserved.get(input.accountId);
       if (reserved !== undefined) this.reserved.set(input.accountId, reserved + amount);
     }
@@ -187,7 +173,8 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
         const row = stored.spentSince(input.accountId, spendBucketStart(start));
         // Settled holds are swapped for their queued debits, counted only inside the window.
         const settled = settledByAccount.get(input.accountId) ?? 0;
-        windows[name] = { spent: row.spent + reserved - settled + row.queued, oldestAt: row.oldest };
+        const queued = pending.accountDebitsSince(input.accountId, spendBucketStart(start));
+        windows[name] = { spent: row.spent + reserved - settled + queued, oldestAt: row.oldest };
       }
     }
     const amount = decide({ account, key, windows });

@@ -189,17 +189,6 @@ export const reservations = sqliteTable(
   (t) => [index("reservations_account_idx").on(t.accountId), index("reservations_key_idx").on(t.keyId), index("reservations_instance_idx").on(t.instanceId)],
 );
 
-/**
- * How far the metering thread has written (metering-thread.ts): every queued generation numbered at or
- * below `seq` is stored. Written in the transaction of each batch, so a read that takes it with its own
- * figures (one snapshot) knows which queued generations those figures already hold. One row: the thread
- * runs only while this process alone serves the file (process holds).
- */
-export const meteringCursor = sqliteTable("metering_cursor", {
-  id: integer("id", { mode: "number" }).primaryKey(),
-  seq: integer("seq", { mode: "number" }).notNull(),
-});
-
 /** Live gateway processes on this store, by heartbeat. */
 export const gatewayInstances = sqliteTable("gateway_instances", {
   id: text("id").primaryKey(),
@@ -259,5 +248,4 @@ export const sqliteSchema = {
   gatewayInstances,
   spendBuckets,
   accountPlans,
-  meteringCursor,
 };
