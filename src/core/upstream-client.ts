@@ -407,7 +407,8 @@ class Connection {
     const exchange = this.exchange!;
     this.exchange = undefined;
     detach(exchange);
-    const reusable = this.keepAlive && !this.closed;
+    // An answer that came before the whole request went out (an early error) leaves the connection unusable.
+    const reusable = this.keepAlive && !this.closed && this.pendingWrite === undefined;
     exchange.body!.end();
     if (reusable) this.client.release(this);
     else this.close();
