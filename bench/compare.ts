@@ -4,7 +4,7 @@
  * land on all of them alike. Reports req/s (or streams/s) and the CPU each gateway spent per request
  * (its JS thread, and all its threads), the figure that shows a change of a few percent.
  *
- *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
+ *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--words N] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
  *
  * A target is a directory holding a checkout of the gateway (`git worktree add /tmp/before HEAD~1`, then
  * link its node_modules), run from that directory (its own plugins-config.yaml and catalog), optionally
@@ -49,11 +49,13 @@ interface Options {
   rounds: number;
   seconds: number;
   concurrency: number;
+  /** An answer of this many words (one stream chunk each) instead of the fake's default one. */
+  words: number;
   keyLimits: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
@@ -61,12 +63,13 @@ function parseArgs(argv: string[]): Options {
     else if (a === "--rounds") options.rounds = Number(argv[++i]);
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
     else if (a === "--concurrency") options.concurrency = Number(argv[++i]);
+    else if (a === "--words") options.words = Number(argv[++i]);
     else if (a === "--help" || a === "-h") options.targets = [];
     else options.targets.push(a);
   }
   const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0);
   if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--stream] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--stream] [--words N] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
     process.exit(2);
   }
   return options;
@@ -101,7 +104,8 @@ async function main(): Promise<void> {
       const keyOptions = options.keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {};
       gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url, keyOptions) }, pid: child.proc.pid });
     }
-    const body = chatBody({ stream: options.stream });
+    const words = options.words > 0 ? ` [[fake ${JSON.stringify({ text: Array.from({ length: options.words }, () => "word").join(" ") })}]]` : "";
+    const body = chatBody({ stream: options.stream, content: "Say hello in five words." + words });
     const runsOf = new Map<string, CannonRun[]>(gateways.map((g) => [g.target.name, []]));
     const tallies = new Map<string, Tally>(gateways.map((g) => [g.target.name, { label: g.target.name, served: 0, seconds: 0, mainSeconds: 0, allSeconds: 0 }]));
     const ms = options.seconds * 1000;
