@@ -33,8 +33,11 @@ type Socket = import("bun").Socket<Connection>;
 
 const CRLF_CRLF = Buffer.from("\r\n\r\n");
 const DONE: BodyRead = Object.freeze({ done: true, value: undefined });
-/** Idle sockets are closed after this long: below the 5 s keep-alive of common servers, so we close first. */
-const IDLE_SECONDS = 4;
+/**
+ * Idle sockets are closed after this long (Bun's socket timers tick every 4 s, so 4-8 s in fact). A server
+ * that closes an idle connection first (Node's default is 5 s) costs one resend on a new connection.
+ */
+const DEFAULT_IDLE_SECONDS = 4;
 const MAX_IDLE_PER_ORIGIN = 512;
 const MAX_HEAD_BYTES = 64 * 1024;
 
@@ -486,6 +489,9 @@ const handlers: import("bun").SocketHandler<Connection, "buffer"> = {
 };
 
 export class UpstreamHttpClient {
+  /** `idleSeconds`: how long a connection may wait in the pool (whole seconds, Bun's socket timeout). */
+  constructor(private readonly options: { idleSeconds?: number } = {}) {}
+
   private readonly origins = new Map<string, Origin>();
   private readonly prepared = new WeakMap<Headers, Map<string, PreparedTarget | null>>();
   private readonly open = new Set<Connection>();
@@ -529,7 +535,7 @@ export class UpstreamHttpClient {
     const idle = connection.origin.idle;
     if (idle.length >= MAX_IDLE_PER_ORIGIN) return connection.close();
     connection.reused = true;
-    connection.socket!.timeout(IDLE_SECONDS);
+    connection.socket!.timeout(this.options.idleSeconds ?? DEFAULT_IDLE_SECONDS);
     connection.socket!.unref();
     idle.push(connection);
   }

@@ -71,10 +71,10 @@ afterEach(() => {
   for (const server of servers.splice(0)) server.stop();
 });
 
-function setup(answer: Answer) {
+function setup(answer: Answer, options: { idleSeconds?: number } = {}) {
   const server = rawUpstream(answer);
   servers.push(server);
-  const client = new UpstreamHttpClient();
+  const client = new UpstreamHttpClient(options);
   clients.push(client);
   return { server, client };
 }
@@ -151,6 +151,17 @@ describe("core/upstream-client", () => {
     expect(answers).toEqual(Array.from({ length: 8 }, (_, index) => `{"p":${index}}`));
     expect(server.connections).toBe(8);
     expect(client.openConnections).toBe(8);
+  });
+
+  it("closes a connection left idle in the pool, and opens a new one for the next request", async () => {
+    const { server, client } = setup((socket) => void socket.write(ok("{}")), { idleSeconds: 1 });
+    await (await client.post(server.url + "/", JSON_HEADERS, "{}", undefined)).text();
+    expect(client.openConnections).toBe(1);
+    const waited = await waitFor(() => server.closed.length === 1, 5_000, "the idle connection closed", 50);
+    expect(waited).toBeGreaterThan(500);
+    expect(client.openConnections).toBe(0);
+    await (await client.post(server.url + "/", JSON_HEADERS, "{}", undefined)).text();
+    expect(server.connections).toBe(2);
   });
 
   it("does not reuse a connection the upstream asked to close", async () => {
