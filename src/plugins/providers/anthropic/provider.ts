@@ -17,12 +17,26 @@ export interface AnthropicUpstream {
   passBetas: "all" | readonly string[];
 }
 
+/** Distinct anthropic-beta sets whose headers are kept (more: the cache starts over). */
+const MAX_BETA_SETS = 64;
+
 /** A provider for the Anthropic Messages API (and any upstream that speaks it). */
 export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
   const url = upstream.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/v1/messages";
   const allowed = upstream.passBetas === "all" ? null : new Set(upstream.passBetas);
   const keyHeaders = { "x-api-key": upstream.apiKey ?? "", "anthropic-version": upstream.version };
   const baseHeaders = upstream.apiKey ? jsonHeaders(keyHeaders) : undefined;
+  // Headers per beta set, built once: clients (Claude Code) send the same few sets on every request, and the
+  // upstream client prepares each header set's request text once.
+  const withBetas = new Map<string, Headers>();
+  const headersFor = (betas: string): Headers => {
+    let headers = withBetas.get(betas);
+    if (headers === undefined) {
+      if (withBetas.size >= MAX_BETA_SETS) withBetas.clear();
+      withBetas.set(betas, (headers = jsonHeaders({ ...keyHeaders, "anthropic-beta": betas })));
+    }
+    return headers;
+  };
   return {
     formats: [anthropicMessages],
     buildBody(ctx: GatewayContext, format: WireFormat) {
@@ -42,7 +56,7 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
         );
       }
       const betas = crossesFormats(ctx, format) ? "" : clientBetas(ctx.headers, allowed);
-      const headers = betas ? jsonHeaders({ ...keyHeaders, "anthropic-beta": betas }) : baseHeaders!;
+      const headers = betas ? headersFor(betas) : baseHeaders!;
       return upstreamFetch({ url, headers, body, signal: ctx.signal });
     },
   };
