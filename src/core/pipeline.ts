@@ -249,7 +249,8 @@ export class Pipeline implements Gateway {
       [REQUEST_ID_HEADER]: ctx.requestId,
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
-      connection: "keep-alive",
+      // No `connection` header: keep-alive is HTTP/1.1's default (Bun spent ~0.5 µs per response on the header),
+      // and a hop-by-hop header from the app is wrong behind an HTTP/2 proxy.
     };
 
     // What is already here. A read that fails before any frame is an error response (no header has gone out);
