@@ -20,6 +20,11 @@ declare module "../../core/context.ts" {
   interface GatewayContext {
     /** The generation record and debit are queued. Writer: metering. */
     metered?: boolean;
+    /**
+     * Text a stream delivered, for billing a stream cut short without a usage report. Writer: metering.
+     * A field, not a WeakMap keyed by the context: ~10k weak entries a second cost the GC more.
+     */
+    streamedText?: string[];
   }
 }
 
@@ -38,16 +43,13 @@ export default definePlugin({
       return priceUsage(usage, prices);
     }
 
-    /** Text a stream delivered, kept only until usage arrives: a stream cut short is billed from it. */
-    const streamed = new WeakMap<GatewayContext, string[]>();
-
     /**
      * A stream cut short without a usage report: bill the prompt and the delivered text as the o200k
      * tokenizer counts them (an estimate, not the reservation's upper bound), the output never above the
      * request's own output cap.
      */
     function estimateUsage(ctx: GatewayContext): Usage | undefined {
-      const parts = streamed.get(ctx);
+      const parts = ctx.streamedText;
       if (!parts || parts.length === 0) return undefined;
       const cap = ctx.request.maxOutputTokens ?? ctx.upstreamOutputCap ?? ctx.model!.max_output_tokens;
       const outputTokens = Math.min(countTextTokens(parts.join(""), true), cap);
@@ -60,9 +62,8 @@ export default definePlugin({
         // Counted until the stream ends: some upstreams report usage early (Anthropic's message_start).
         const text = event.type === "text_delta" || event.type === "reasoning_delta" ? event.text : event.type === "tool_call_delta" ? event.arguments : undefined;
         if (!text) return;
-        const parts = streamed.get(ctx);
-        if (parts) parts.push(text);
-        else streamed.set(ctx, [text]);
+        if (ctx.streamedText) ctx.streamedText.push(text);
+        else ctx.streamedText = [text];
       },
       onResponse(ctx) {
         if (!ctx.model) return;
