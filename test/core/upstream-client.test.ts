@@ -4,6 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { UpstreamConnectionError, UpstreamHttpClient, type UpstreamResponse } from "../../src/core/upstream-client.ts";
+import { upstreamClientKind } from "../../src/core/http.ts";
 import { waitFor } from "../helpers/processes.ts";
 
 /**
@@ -275,6 +276,13 @@ describe("core/upstream-client", () => {
     const response = await client.post(server.url + "/", JSON_HEADERS, big, undefined);
     expect(await response.text()).toBe(String(Buffer.byteLength(big)));
     expect(server.requests[0]!.body.toString("utf8")).toBe(big);
+  });
+
+  it("is the default way upstream, and leaves the calls to fetch when asked to or when a proxy is set", () => {
+    expect(upstreamClientKind({})).toBe("sockets");
+    expect(upstreamClientKind({ GATEWAY_UPSTREAM_CLIENT: "fetch" })).toBe("fetch");
+    expect(upstreamClientKind({ HTTPS_PROXY: "http://proxy:3128" })).toBe("fetch");
+    expect(upstreamClientKind({ http_proxy: "http://proxy:3128" })).toBe("fetch");
   });
 
   it("speaks TLS, verifying the upstream's certificate", async () => {
