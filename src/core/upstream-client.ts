@@ -291,6 +291,7 @@ class Connection {
     const connection = headers.get("connection")?.toLowerCase();
     this.keepAlive = head.startsWith("HTTP/1.1") ? connection !== "close" : connection === "keep-alive";
     const contentLength = headers.get("content-length");
+    const transferEncoding = headers.get("transfer-encoding");
     const encoding = headers.get("content-encoding")?.toLowerCase();
     if (encoding && encoding !== "identity") {
       this.broken(new UpstreamConnectionError(`upstream answered with content-encoding ${encoding} although asked for identity`));
@@ -299,7 +300,11 @@ class Connection {
     if (status === 204 || status === 304) {
       this.framing = Framing.Length;
       this.remaining = 0;
-    } else if (headers.get("transfer-encoding")?.toLowerCase().includes("chunked")) {
+    } else if (transferEncoding !== null) {
+      if (transferEncoding.toLowerCase() !== "chunked") {
+        this.broken(new UpstreamConnectionError(`upstream answered with transfer-encoding ${transferEncoding}, of which only chunked is read`));
+        return true;
+      }
       this.framing = Framing.Chunked;
       this.chunkState = ChunkState.Size;
       this.sizeLine = "";

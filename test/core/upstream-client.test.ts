@@ -223,13 +223,15 @@ describe("core/upstream-client", () => {
     expect([empty.status, empty.ok, await empty.text()]).toEqual([204, true, ""]);
   });
 
-  it("refuses an answer that is not HTTP/1.x, a compressed one, and an unreachable upstream", async () => {
+  it("refuses an answer that is not HTTP/1.x, a compressed one (content or transfer encoding), and an unreachable upstream", async () => {
     const { server, client } = setup((socket, request) => {
       if (request.body.toString() === "gzip") return void socket.write("HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 1\r\n\r\nx");
+      if (request.body.toString() === "te") return void socket.write("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n");
       socket.write("SSH-2.0-OpenSSH\r\n\r\n");
     });
     await expect(client.post(server.url + "/", JSON_HEADERS, "{}", undefined)).rejects.toThrow("not HTTP/1.x");
     await expect(client.post(server.url + "/", JSON_HEADERS, "gzip", undefined)).rejects.toThrow("content-encoding gzip");
+    await expect(client.post(server.url + "/", JSON_HEADERS, "te", undefined)).rejects.toThrow("transfer-encoding gzip, chunked");
     const port = server.url.split(":").at(-1);
     server.stop();
     await expect(client.post(`http://127.0.0.1:${port}/`, JSON_HEADERS, "{}", undefined)).rejects.toThrow(`cannot connect to 127.0.0.1:${port}`);
