@@ -37,7 +37,7 @@ const socketClient = upstreamClientKind() === "sockets" ? new UpstreamHttpClient
 export function upstreamFetch(call: UpstreamCall): Promise<UpstreamResponse> {
   const body = JSON.stringify(call.body);
   const sent: Promise<UpstreamResponse> =
-    socketClient?.accepts(call.url, call.headers)
+    socketClient && (call.url.startsWith("https://") || call.url.startsWith("http://"))
       ? socketClient.post(call.url, call.headers, body, call.signal)
       : fetch(call.url, { method: "POST", headers: call.headers, body, signal: call.signal });
   return sent.catch((error: unknown) => {

@@ -331,13 +331,13 @@ class Connection {
   private readBody(data: Buffer, offset: number): void {
     const body = this.exchange!.body!;
     if (this.framing === Framing.UntilClose) {
-      if (offset < data.length) body.push(copy(data, offset, data.length));
+      if (offset < data.length) body.push(view(data, offset, data.length));
       return;
     }
     if (this.framing === Framing.Length) {
       const take = Math.min(this.remaining, data.length - offset);
       if (take > 0) {
-        body.push(copy(data, offset, offset + take));
+        body.push(view(data, offset, offset + take));
         this.remaining -= take;
       }
       if (offset + take < data.length) return this.broken(new UpstreamConnectionError("upstream sent more than its content-length"));
@@ -373,7 +373,7 @@ class Connection {
         }
         case ChunkState.Data: {
           const take = Math.min(this.remaining, data.length - at);
-          body.push(copy(data, at, at + take));
+          body.push(view(data, at, at + take));
           at += take;
           this.remaining -= take;
           if (this.remaining === 0) {
@@ -453,7 +453,7 @@ class Connection {
   }
 }
 
-function copy(data: Buffer, start: number, end: number): Buffer {
+function view(data: Buffer, start: number, end: number): Buffer {
   // Bun hands each socket read a buffer of its own, so a view of it may outlive the callback.
   return start === 0 && end === data.length ? data : data.subarray(start, end);
 }
@@ -500,11 +500,6 @@ export class UpstreamHttpClient {
   private readonly origins = new Map<string, Origin>();
   private readonly prepared = new WeakMap<Headers, Map<string, PreparedTarget | null>>();
   private readonly open = new Set<Connection>();
-
-  /** The client for this URL, or null when it is not one this client speaks (then use fetch). */
-  accepts(url: string, headers: Headers): boolean {
-    return this.target(url, headers) !== null;
-  }
 
   /** POSTs `body` (JSON text) to `url`. Rejects with the signal's reason when it aborts. */
   post(url: string, headers: Headers, body: string, signal: AbortSignal | undefined): Promise<UpstreamResponse> {
