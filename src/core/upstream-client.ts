@@ -30,6 +30,8 @@ export class UpstreamConnectionError extends Error {
 }
 
 type Socket = import("bun").Socket<Connection>;
+/** Bun's sockets stop and resume reading (what node:net's pause/resume use); its types do not declare it yet. */
+type PausableSocket = Socket & { pause(): boolean; resume(): boolean };
 
 const CRLF_CRLF = Buffer.from("\r\n\r\n");
 const DONE: BodyRead = Object.freeze({ done: true, value: undefined });
@@ -40,6 +42,11 @@ const DONE: BodyRead = Object.freeze({ done: true, value: undefined });
 const DEFAULT_IDLE_SECONDS = 4;
 const MAX_IDLE_PER_ORIGIN = 512;
 const MAX_HEAD_BYTES = 64 * 1024;
+/**
+ * An answer's bytes received but not yet read: above this the socket stops reading, so a slow client holds
+ * the upstream back through TCP instead of its answer piling up here. Reading again resumes it.
+ */
+const BODY_HIGH_WATER_BYTES = 1024 * 1024;
 
 interface Origin {
   readonly key: string;
@@ -65,19 +72,34 @@ interface OutgoingRequest {
 /** The body of one answer, handed to the pipeline as a reader or as text. */
 class IncomingBody implements UpstreamBodyReader {
   private readonly chunks: Buffer[] = [];
+  private queuedBytes = 0;
+  private paused = false;
   private ended = false;
   private failure: unknown;
   private waiting: { resolve(result: BodyRead): void; reject(error: unknown): void } | undefined;
   private textWaiting: { resolve(text: string): void; reject(error: unknown): void } | undefined;
 
-  constructor(private readonly onCancel: () => void) {}
+  constructor(
+    private readonly onCancel: () => void,
+    /** Stops (true) or resumes (false) reading the socket. */
+    private readonly hold: (paused: boolean) => void,
+  ) {}
 
   push(chunk: Buffer): void {
     if (this.waiting) {
       const waiting = this.waiting;
       this.waiting = undefined;
       waiting.resolve({ done: false, value: chunk });
-    } else this.chunks.push(chunk);
+      return;
+    }
+    this.chunks.push(chunk);
+    this.queuedBytes += chunk.length;
+    if (this.queuedBytes > BODY_HIGH_WATER_BYTES && !this.paused && !this.textWaiting) this.setPaused(true);
+  }
+
+  private setPaused(paused: boolean): void {
+    this.paused = paused;
+    this.hold(paused);
   }
 
   end(): void {
@@ -105,7 +127,11 @@ class IncomingBody implements UpstreamBodyReader {
 
   read(): Promise<BodyRead> {
     const chunk = this.chunks.shift();
-    if (chunk !== undefined) return Promise.resolve({ done: false, value: chunk });
+    if (chunk !== undefined) {
+      this.queuedBytes -= chunk.length;
+      if (this.paused && this.queuedBytes <= BODY_HIGH_WATER_BYTES / 4) this.setPaused(false);
+      return Promise.resolve({ done: false, value: chunk });
+    }
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.ended) return Promise.resolve(DONE);
     return new Promise((resolve, reject) => (this.waiting = { resolve, reject }));
@@ -125,6 +151,7 @@ class IncomingBody implements UpstreamBodyReader {
     return new Promise((resolve, reject) => {
       this.textWaiting = { resolve, reject };
       if (this.ended) this.settleText();
+      else if (this.paused) this.setPaused(false); // the whole text is wanted
     });
   }
 
@@ -216,6 +243,8 @@ class Connection {
   private chunkState = ChunkState.Size;
   private sizeLine = "";
   private keepAlive = true;
+  /** Reading paused by the body's reader (backpressure). */
+  private paused = false;
 
   constructor(
     readonly origin: Origin,
@@ -321,7 +350,10 @@ class Connection {
     }
     // Only now is the answer handed out: a failure before this rejects the call itself.
     const exchange = this.exchange!;
-    const body = new IncomingBody(() => this.broken(undefined));
+    const body = new IncomingBody(
+      () => this.broken(undefined),
+      (paused) => this.hold(paused),
+    );
     exchange.body = body;
     exchange.resolve(new SocketResponse(status, headers, body));
     if (this.framing === Framing.Length && this.remaining === 0) this.finishBody();
@@ -411,10 +443,18 @@ class Connection {
     }
   }
 
+  private hold(paused: boolean): void {
+    this.paused = paused;
+    const socket = this.socket as PausableSocket | undefined;
+    if (paused) socket?.pause();
+    else socket?.resume();
+  }
+
   private finishBody(): void {
     const exchange = this.exchange!;
     this.exchange = undefined;
     detach(exchange);
+    if (this.paused) this.hold(false); // the answer's last bytes came in with the reader behind: the socket reads again
     // An answer that came before the whole request went out (an early error) leaves the connection unusable.
     const reusable = this.keepAlive && !this.closed && this.pendingWrite === undefined;
     exchange.body!.end();

@@ -280,6 +280,54 @@ describe("core/upstream-client", () => {
     expect(server.requests[0]!.body.toString("utf8")).toBe(big);
   });
 
+  it("stops reading an answer its reader is behind on, so the upstream waits instead of the gateway's memory filling", async () => {
+    const answerBytes = 48 * 1024 * 1024;
+    const piece = Buffer.alloc(64 * 1024, "x");
+    let accepted = 0; // bytes the upstream's kernel took from it
+    const writeMore = (socket: Socket<{ left: number }>) => {
+      while (socket.data.left > 0) {
+        const written = socket.write(piece, 0, Math.min(piece.length, socket.data.left));
+        accepted += Math.max(0, written);
+        socket.data.left -= Math.max(0, written);
+        if (written < Math.min(piece.length, socket.data.left + written)) return; // full: wait for drain
+      }
+    };
+    const listener = Bun.listen<{ left: number }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        data(socket, data) {
+          if (!data.includes("\r\n\r\n")) return;
+          socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${answerBytes}\r\n\r\n`);
+          socket.data = { left: answerBytes };
+          writeMore(socket);
+        },
+        drain: writeMore,
+      },
+    });
+    servers.push(listener);
+    const client = new UpstreamHttpClient();
+    clients.push(client);
+    const url = `http://127.0.0.1:${listener.port}/`;
+
+    const response = await client.post(url, JSON_HEADERS, "{}", undefined);
+    const reader = response.body!.getReader();
+    await Bun.sleep(300); // the reader is busy elsewhere
+    const acceptedWhileBehind = accepted;
+    // Without the pause the whole answer is taken in at once. With it: the high-water mark and the two
+    // sockets' kernel buffers (a few MB on loopback).
+    expect(acceptedWhileBehind).toBeLessThan(answerBytes / 3);
+
+    let received = 0;
+    for (let read = await reader.read(); !read.done; read = await reader.read()) received += read.value.length;
+    expect(received).toBe(answerBytes);
+    expect(accepted).toBe(answerBytes);
+    // The connection went back to the pool reading again: the next call on it gets its answer.
+    const second = await client.post(url, JSON_HEADERS, "{}", undefined);
+    expect(second.status).toBe(200);
+    await second.body!.getReader().cancel();
+  });
+
   it("is the default way upstream, and leaves the calls to fetch when asked to or when a proxy is set", () => {
     expect(upstreamClientKind({})).toBe("sockets");
     expect(upstreamClientKind({ GATEWAY_UPSTREAM_CLIENT: "fetch" })).toBe("fetch");
