@@ -36,8 +36,10 @@ type PausableSocket = Socket & { pause(): boolean; resume(): boolean };
 const CRLF_CRLF = Buffer.from("\r\n\r\n");
 const DONE: BodyRead = Object.freeze({ done: true, value: undefined });
 /**
- * Idle sockets are closed after this long (Bun's socket timers tick every 4 s, so 4-8 s in fact). A server
- * that closes an idle connection first (Node's default is 5 s) costs one resend on a new connection.
+ * A connection idle this long is not reused, and is closed (by Bun's socket timer, which ticks every 4 s: so
+ * 4-8 s later). Servers commonly close idle connections after 5 s (Node, uvicorn): a connection reused just
+ * as the server closes it costs one resend on a new one. A server's `keep-alive: timeout=N` shortens it to
+ * N - 1 s.
  */
 const DEFAULT_IDLE_SECONDS = 4;
 const MAX_IDLE_PER_ORIGIN = 512;
@@ -245,6 +247,10 @@ class Connection {
   private keepAlive = true;
   /** Reading paused by the body's reader (backpressure). */
   private paused = false;
+  /** When it last went back to the pool (performance.now()). */
+  idleSince = 0;
+  /** How long it may idle and still be reused: the server's keep-alive hint, else the client's. */
+  idleLimitMs = Infinity;
 
   constructor(
     readonly origin: Origin,
@@ -319,6 +325,11 @@ class Connection {
     const headers = new HeaderMap(head);
     const connection = headers.get("connection")?.toLowerCase();
     this.keepAlive = head.startsWith("HTTP/1.1") ? connection !== "close" : connection === "keep-alive";
+    const hint = headers.get("keep-alive");
+    if (hint !== null) {
+      const seconds = Number(/(?:^|[,\s])timeout=(\d+)/i.exec(hint)?.[1]);
+      if (seconds >= 0) this.idleLimitMs = Math.max(0, seconds - 1) * 1000;
+    }
     const contentLength = headers.get("content-length");
     const transferEncoding = headers.get("transfer-encoding");
     const encoding = headers.get("content-encoding")?.toLowerCase();
@@ -535,7 +546,11 @@ const handlers: import("bun").SocketHandler<Connection, "buffer"> = {
 
 export class UpstreamHttpClient {
   /** `idleSeconds`: how long a connection may wait in the pool (whole seconds, Bun's socket timeout). */
-  constructor(private readonly options: { idleSeconds?: number } = {}) {}
+  private readonly idleSeconds: number;
+
+  constructor(options: { idleSeconds?: number } = {}) {
+    this.idleSeconds = options.idleSeconds ?? DEFAULT_IDLE_SECONDS;
+  }
 
   private readonly origins = new Map<string, Origin>();
   private readonly prepared = new WeakMap<Headers, Map<string, PreparedTarget | null>>();
@@ -575,7 +590,8 @@ export class UpstreamHttpClient {
     const idle = connection.origin.idle;
     if (idle.length >= MAX_IDLE_PER_ORIGIN) return connection.close();
     connection.reused = true;
-    connection.socket!.timeout(this.options.idleSeconds ?? DEFAULT_IDLE_SECONDS);
+    connection.idleSince = performance.now();
+    connection.socket!.timeout(this.idleSeconds);
     connection.socket!.unref();
     idle.push(connection);
   }
@@ -600,7 +616,11 @@ export class UpstreamHttpClient {
       };
       signal.addEventListener("abort", exchange.onAbort, { once: true });
     }
-    const idle = fresh ? undefined : origin.idle.pop();
+    let idle = fresh ? undefined : origin.idle.pop();
+    while (idle && performance.now() - idle.idleSince >= Math.min(idle.idleLimitMs, this.idleSeconds * 1000)) {
+      idle.close(); // idle too long: the server may be closing it right now
+      idle = origin.idle.pop();
+    }
     if (idle) return this.start(idle, exchange, request);
     const connection = new Connection(origin, this);
     connection.exchange = exchange; // so an abort during connect finds it

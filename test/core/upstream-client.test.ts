@@ -171,6 +171,19 @@ describe("core/upstream-client", () => {
     expect(server.connections).toBe(3);
   });
 
+  it("does not reuse a connection idle longer than the server's keep-alive timeout allows (less one second)", async () => {
+    const { server, client } = setup((socket) => void socket.write(ok("{}", "keep-alive: timeout=2\r\n")));
+    const call = async () => (await client.post(server.url + "/", JSON_HEADERS, "{}", undefined)).text();
+    await call();
+    await call(); // at once: the same connection
+    expect(server.connections).toBe(1);
+    await Bun.sleep(1_100); // past 2 - 1 s: the server may be closing it
+    await call();
+    expect(server.connections).toBe(2);
+    await waitFor(() => server.closed.includes(1), 2_000, "the stale connection closed", 20);
+    expect(client.openConnections).toBe(1);
+  });
+
   it("sends again on a new connection when a reused one turns out closed before any answer byte", async () => {
     let answered = 0;
     const { server, client } = setup((socket) => {
