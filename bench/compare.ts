@@ -27,9 +27,14 @@ import {
   BUN,
   cannon,
   cannonRun,
+  inRounds,
   poolRuns,
-  type CannonRun,
-  cpuSeconds,
+  poolStreamRuns,
+  streamRun,
+  type CpuPerRequest,
+  type NonStreamFigures,
+  type StreamRun,
+  type Target,
   f,
   fInt,
   freePort,
@@ -75,13 +80,15 @@ function parseArgs(argv: string[]): Options {
   return options;
 }
 
-interface Tally {
+/** A target's pooled rate and CPU per request; its latencies when non-streaming. */
+interface Row {
   label: string;
-  served: number;
-  seconds: number;
-  mainSeconds: number;
-  allSeconds: number;
+  rate: number;
+  cpu?: CpuPerRequest;
+  pooled?: NonStreamFigures;
 }
+
+const completed = (run: StreamRun) => run.samples.filter((sample) => sample.ok).length;
 
 async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2));
@@ -106,53 +113,37 @@ async function main(): Promise<void> {
     }
     const words = options.words > 0 ? ` [[fake ${JSON.stringify({ text: Array.from({ length: options.words }, () => "word").join(" ") })}]]` : "";
     const body = chatBody({ stream: options.stream, content: "Say hello in five words." + words });
-    const runsOf = new Map<string, CannonRun[]>(gateways.map((g) => [g.target.name, []]));
-    const tallies = new Map<string, Tally>(gateways.map((g) => [g.target.name, { label: g.target.name, served: 0, seconds: 0, mainSeconds: 0, allSeconds: 0 }]));
     const ms = options.seconds * 1000;
-    for (const g of gateways) await (options.stream ? streams(g.target, body, options.concurrency, 1000) : cannon(g.target, body, options.concurrency, 1000)); // warm-up
-    for (let round = 0; round < options.rounds; round++) {
-      // Reversed every other round: no build always runs right after the same other one.
-      for (const g of round % 2 === 0 ? gateways : [...gateways].reverse()) {
-        const before = cpuSeconds(g.pid);
-        const started = performance.now();
-        let served: number;
-        if (options.stream) served = (await streams(g.target, body, options.concurrency, ms)).completed;
-        else {
-          const run = await cannonRun(g.target, body, options.concurrency, ms);
-          runsOf.get(g.target.name)!.push(run);
-          served = run.ok;
-        }
-        const elapsed = (performance.now() - started) / 1000;
-        const after = cpuSeconds(g.pid);
-        const tally = tallies.get(g.target.name)!;
-        tally.served += served;
-        tally.seconds += elapsed;
-        if (before && after) {
-          tally.mainSeconds += after.main - before.main;
-          tally.allSeconds += after.all - before.all;
-        }
-        console.error(`round ${round + 1}/${options.rounds}: ${g.target.name} ${fInt(served / elapsed)}/s`);
-      }
+    const targets = gateways.map((g) => ({ ...g.target, pid: g.pid }));
+    for (const target of targets) await (options.stream ? streams(target, body, options.concurrency, 1000) : cannon(target, body, options.concurrency, 1000)); // warm-up
+    const progress = (target: Target, served: number, seconds: number, round: number) =>
+      console.error(`round ${round + 1}/${options.rounds}: ${target.name} ${fInt(served / seconds)}/s`);
+    const rows: Row[] = [];
+    if (options.stream) {
+      const measured = await inRounds(targets, options.rounds, (t) => streamRun(t, body, options.concurrency, ms), completed, (t, run, round) =>
+        progress(t, completed(run), run.elapsedMs / 1000, round),
+      );
+      for (const [label, { runs, cpu }] of measured) rows.push({ label, rate: poolStreamRuns(runs).streamsPerSec, cpu });
+    } else {
+      const measured = await inRounds(targets, options.rounds, (t) => cannonRun(t, body, options.concurrency, ms), (run) => run.ok, (t, run, round) =>
+        progress(t, run.ok, run.durationS, round),
+      );
+      for (const [label, { runs, cpu }] of measured) rows.push({ label, rate: poolRuns(runs).rps, cpu, pooled: poolRuns(runs) });
     }
-    const first = [...tallies.values()][0]!;
-    const rate = (t: Tally) => t.served / t.seconds;
-    const perRequest = (seconds: number, t: Tally) => (t.served === 0 ? Number.NaN : (seconds * 1e6) / t.served);
+    const first = rows[0]!;
     table(
       `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}: ${options.rounds} interleaved rounds of ${options.seconds} s`,
       ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first", "p50 ms", "p99 ms"],
-      [...tallies.values()].map((t) => {
-        const pooled = options.stream ? undefined : poolRuns(runsOf.get(t.label)!);
-        return [
-          t.label,
-          fInt(rate(t)),
-          f(rate(t) / rate(first)),
-          f(perRequest(t.mainSeconds, t), 1),
-          f(perRequest(t.allSeconds, t), 1),
-          f(perRequest(t.mainSeconds, t) / perRequest(first.mainSeconds, first)),
-          pooled ? f(pooled.p50, 3) : "-",
-          pooled ? f(pooled.p99, 3) : "-",
-        ];
-      }),
+      rows.map((row) => [
+        row.label,
+        fInt(row.rate),
+        f(row.rate / first.rate),
+        f(row.cpu?.mainUs, 1),
+        f(row.cpu?.allUs, 1),
+        row.cpu && first.cpu ? f(row.cpu.mainUs / first.cpu.mainUs) : "-",
+        row.pooled ? f(row.pooled.p50, 3) : "-",
+        row.pooled ? f(row.pooled.p99, 3) : "-",
+      ]),
       1,
     );
   } finally {

@@ -3,7 +3,7 @@ import autocannon from "autocannon";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
-import { percentile, streamLoop } from "./stream-client.ts";
+import { percentile, streamLoop, type StreamSample } from "./stream-client.ts";
 
 export const ROOT = resolve(import.meta.dir, "..");
 export const BUN = process.execPath;
@@ -185,15 +185,6 @@ export interface CpuPerRequest {
   allUs: number;
 }
 
-export async function measuringCpu<T extends { cpu?: CpuPerRequest }>(pid: number | undefined, run: () => Promise<T>, served: (result: T) => number): Promise<T> {
-  const before = pid === undefined ? null : cpuSeconds(pid);
-  const result = await run();
-  const after = pid === undefined ? null : cpuSeconds(pid);
-  const n = served(result);
-  if (!before || !after || n === 0) return result;
-  return { ...result, cpu: { mainUs: ((after.main - before.main) * 1e6) / n, allUs: ((after.all - before.all) * 1e6) / n } };
-}
-
 export function rssMb(pid: number): number {
   try {
     const match = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
@@ -301,9 +292,15 @@ export interface StreamFigures {
   ttlbP99: number;
 }
 
-/** `concurrency` fetch workers streaming back to back for `durationMs`; only complete 200 streams count. */
-export async function streams(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamFigures> {
-  const { samples, elapsedMs } = await streamLoop({
+/** One streaming run's raw samples, so several runs can be pooled. */
+export interface StreamRun {
+  samples: StreamSample[];
+  elapsedMs: number;
+}
+
+/** `concurrency` fetch workers streaming back to back for `durationMs`. */
+export function streamRun(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamRun> {
+  return streamLoop({
     url: `${target.url}${target.path ?? "/v1/chat/completions"}`,
     key: target.key,
     headers: requestHeaders(target),
@@ -312,11 +309,16 @@ export async function streams(target: Target, body: string, concurrency: number,
     concurrency,
     durationMs,
   });
+}
+
+/** Pools runs: streams/s = all complete 200 streams ÷ all the time measured; percentiles over every such stream. */
+export function poolStreamRuns(runs: StreamRun[]): StreamFigures {
+  const samples = runs.flatMap((r) => r.samples);
   const ok = samples.filter((s) => s.ok);
   const ttfb = ok.map((s) => s.ttfb).sort((a, b) => a - b);
   const ttlb = ok.map((s) => s.ttlb).sort((a, b) => a - b);
   return {
-    streamsPerSec: ok.length / (elapsedMs / 1000),
+    streamsPerSec: ok.length / (runs.reduce((sum, r) => sum + r.elapsedMs, 0) / 1000),
     completed: ok.length,
     errors: samples.length - ok.length,
     firstError: samples.find((s) => !s.ok)?.error ?? null,
@@ -325,6 +327,53 @@ export async function streams(target: Target, body: string, concurrency: number,
     ttlbP50: percentile(ttlb, 50),
     ttlbP99: percentile(ttlb, 99),
   };
+}
+
+/** `concurrency` fetch workers streaming back to back for `durationMs`; only complete 200 streams count. */
+export async function streams(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamFigures> {
+  return poolStreamRuns([await streamRun(target, body, concurrency, durationMs)]);
+}
+
+/** Each target's runs over the rounds, and its CPU per request served over them all. */
+export interface RoundsOf<R> {
+  runs: R[];
+  cpu?: CpuPerRequest;
+}
+
+/**
+ * Measures every target in turn, round after round, the order reversed every other round: a drift or a burst
+ * of other load on a shared machine lands on all of them alike, and no target always runs right after the same
+ * other one. `served` counts what a run served (for CPU per request, read from /proc around each run).
+ */
+export async function inRounds<R>(
+  targets: readonly Target[],
+  rounds: number,
+  measure: (target: Target) => Promise<R>,
+  served: (run: R) => number,
+  onRun?: (target: Target, run: R, round: number) => void,
+): Promise<Map<string, RoundsOf<R>>> {
+  const tallies = new Map(targets.map((t) => [t.name, { runs: [] as R[], served: 0, main: 0, all: 0, cpuKnown: t.pid !== undefined }]));
+  for (let round = 0; round < rounds; round++) {
+    for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
+      const tally = tallies.get(target.name)!;
+      const before = target.pid === undefined ? null : cpuSeconds(target.pid);
+      const run = await measure(target);
+      const after = target.pid === undefined ? null : cpuSeconds(target.pid);
+      tally.runs.push(run);
+      tally.served += served(run);
+      if (before && after) {
+        tally.main += after.main - before.main;
+        tally.all += after.all - before.all;
+      } else tally.cpuKnown = false;
+      onRun?.(target, run, round);
+    }
+  }
+  const result = new Map<string, RoundsOf<R>>();
+  for (const [name, t] of tallies) {
+    const cpu = t.cpuKnown && t.served > 0 ? { mainUs: (t.main * 1e6) / t.served, allUs: (t.all * 1e6) / t.served } : undefined;
+    result.set(name, { runs: t.runs, cpu });
+  }
+  return result;
 }
 
 // ------------------------------------------------------------------------------------------------

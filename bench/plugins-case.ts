@@ -21,6 +21,7 @@ import {
   UPSTREAM_KEY,
   cannon,
   cannonRun,
+  inRounds,
   f,
   fInt,
   log,
@@ -155,12 +156,10 @@ export async function runPluginsCase(options: PluginsCaseOptions): Promise<{ jso
         log(`plugins: warm-up c=${c} → ${target.name}`);
         await cannon(target, body, c, options.warmupMs);
       }
-      const runs: Record<string, CannonRun[]> = Object.fromEntries(gateways.map((t) => [t.name, []]));
-      for (let round = 0; round < options.rounds; round++) {
-        const order = round % 2 === 0 ? gateways : [...gateways].reverse();
-        log(`plugins: c=${c} round ${round + 1}/${options.rounds}: ${order.map((t) => t.name).join(", ")}`);
-        for (const target of order) runs[target.name]!.push(await cannonRun(target, body, c, options.roundMs));
-      }
+      const measured = await inRounds(gateways, options.rounds, (target) => cannonRun(target, body, c, options.roundMs), (run) => run.ok, (target, run, round) =>
+        log(`plugins: c=${c} round ${round + 1}/${options.rounds} → ${target.name}: ${fInt(run.ok / run.durationS)} req/s`),
+      );
+      const runs: Record<string, CannonRun[]> = Object.fromEntries([...measured].map(([name, { runs }]) => [name, runs]));
       for (const target of gateways) figures[target.name] = poolRuns(runs[target.name]!);
       byConcurrency[c] = figures;
       // Each round's on ÷ off req/s: neighbours in time, so a burst of other load hits both or one round only.

@@ -47,7 +47,11 @@ import {
   type StreamFigures,
   type Target,
   type CpuPerRequest,
-  measuringCpu,
+  cannonRun,
+  inRounds,
+  poolRuns,
+  poolStreamRuns,
+  streamRun,
 } from "./lib.ts";
 
 const CASES = ["nonstream", "stream", "plugins", "cross-format", "open-streams", "usage", "scale-out"] as const;
@@ -101,6 +105,9 @@ function parseArgs(argv: string[]) {
     keep,
     cases: only.size > 0 ? CASES.filter((c) => only.has(c)) : [...CASES],
     portkey: vs.has("portkey"),
+    /** Interleaved rounds of every target in the nonstream and stream cases, each half a measurement. */
+    rounds: quick ? 2 : 4,
+    roundMs: Math.round((duration ?? (quick ? 1.5 : 5)) * 500),
     /** Interleaved rounds per gateway in the plugins case, each half a measurement (same total time as 2 measurements). */
     pluginRounds: quick ? 2 : 10,
     measureMs: Math.round((duration ?? (quick ? 1.5 : 5)) * 1000),
@@ -111,6 +118,9 @@ function parseArgs(argv: string[]) {
   };
 }
 
+
+const roundsNote = (options: { rounds: number; roundMs: number }) =>
+  `${options.rounds} interleaved rounds of ${options.roundMs / 1000} s per target, pooled`;
 
 /** "main|all" CPU microseconds of the serving process per request: its JS thread, and all its threads. */
 const cpuCell = (cpu: CpuPerRequest | undefined) => (cpu ? `${f(cpu.mainUs, 1)}|${f(cpu.allUs, 1)}` : "-");
@@ -284,12 +294,16 @@ async function main() {
       const body = chatBody({ stream: false });
       const byConcurrency: Record<string, Record<string, NonStreamFigures>> = {};
       for (const c of [1, 64]) {
+        for (const target of targets) await cannon(target, body, c, options.warmupMs);
+        const measured = await inRounds(
+          targets,
+          options.rounds,
+          (target) => cannonRun(target, body, c, options.roundMs),
+          (run) => run.ok,
+          (target, run, round) => log(`non-streaming c=${c} round ${round + 1}/${options.rounds} → ${target.name}: ${fInt(run.ok / run.durationS)} req/s`),
+        );
         const figures: Record<string, NonStreamFigures> = {};
-        for (const target of targets) {
-          log(`non-streaming c=${c} → ${target.name}`);
-          await cannon(target, body, c, options.warmupMs);
-          figures[target.name] = await measuringCpu(target.pid, () => cannon(target, body, c, options.measureMs), (x) => x.requests);
-        }
+        for (const [name, { runs, cpu }] of measured) figures[name] = { ...poolRuns(runs), cpu };
         byConcurrency[c] = figures;
       }
       const rows: string[][] = [];
@@ -341,7 +355,7 @@ async function main() {
       }
       cases.nonstream = json;
       table(
-        `Non-streaming chat completion (gpt-6-luna), autocannon, ${options.measureMs / 1000} s each`,
+        `Non-streaming chat completion (gpt-6-luna), autocannon, ${roundsNote(options)}`,
         ["conc", "target", "req/s", "p50 ms", "p99 ms", "×upstream", "×bare", "+p50 vs up", "+p50 vs bare", "+p99 vs bare", "CPU µs/req main|all", "non2xx/err"],
         rows,
       );
@@ -366,12 +380,18 @@ async function main() {
       const body = chatBody({ stream: true });
       const byConcurrency: Record<string, Record<string, StreamFigures>> = {};
       for (const c of [1, 64]) {
+        for (const target of targets) await streams(target, body, c, options.warmupMs);
+        const measured = await inRounds(
+          targets,
+          options.rounds,
+          (target) => streamRun(target, body, c, options.roundMs),
+          (run) => run.samples.filter((sample) => sample.ok).length,
+          (target, run, round) => log(`streaming c=${c} round ${round + 1}/${options.rounds} → ${target.name}: ${fInt(run.samples.length / (run.elapsedMs / 1000))} streams/s`),
+        );
         const figures: Record<string, StreamFigures> = {};
-        for (const target of targets) {
-          log(`streaming c=${c} → ${target.name}`);
-          await streams(target, body, c, options.warmupMs);
-          figures[target.name] = await measuringCpu(target.pid, () => streams(target, body, c, options.measureMs), (x) => x.completed);
-          if (figures[target.name]!.errors > 0) log(`WARNING: ${target.name}: ${figures[target.name]!.errors} failed streams, first: ${figures[target.name]!.firstError}`);
+        for (const [name, { runs, cpu }] of measured) {
+          figures[name] = { ...poolStreamRuns(runs), cpu };
+          if (figures[name]!.errors > 0) log(`WARNING: ${name}: ${figures[name]!.errors} failed streams, first: ${figures[name]!.firstError}`);
         }
         byConcurrency[c] = figures;
       }
@@ -425,7 +445,7 @@ async function main() {
       }
       cases.stream = json;
       table(
-        `Streaming chat completion (gpt-6-luna), fetch client, ${options.measureMs / 1000} s each`,
+        `Streaming chat completion (gpt-6-luna), fetch client, ${roundsNote(options)}`,
         ["conc", "target", "streams/s", "TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99", "×upstream", "×bare", "+TTFB p50 vs bare", "+TTLB p99 vs bare", "CPU µs/stream main|all", "errors"],
         rows,
       );
