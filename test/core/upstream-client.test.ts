@@ -275,6 +275,20 @@ describe("core/upstream-client", () => {
     await expect(client.post(server.url + "/", JSON_HEADERS, "{}", before.signal)).rejects.toThrow("already");
   });
 
+  it("writes the requests of one turn of the event loop after it: one aborted in that turn never reaches the upstream", async () => {
+    const { server, client } = setup((socket, request) => void socket.write(ok(request.body.toString())));
+    await Promise.all([1, 2].map((n) => client.post(server.url + "/", JSON_HEADERS, `{"warm":${n}}`, undefined).then((r) => r.text())));
+    expect(client.openConnections).toBe(2);
+
+    const aborted = new AbortController();
+    const gone = client.post(server.url + "/", JSON_HEADERS, '{"n":"aborted"}', aborted.signal);
+    const kept = client.post(server.url + "/", JSON_HEADERS, '{"n":"kept"}', undefined);
+    aborted.abort(new Error("client went away"));
+    await expect(gone).rejects.toThrow("client went away");
+    expect(await (await kept).text()).toBe('{"n":"kept"}');
+    expect(server.requests.map((r) => r.body.toString())).toEqual(['{"warm":1}', '{"warm":2}', '{"n":"kept"}']);
+  });
+
   it("closes the connection when the reader cancels a body still coming", async () => {
     const { server, client } = setup((socket) => void socket.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n"));
     const response = await client.post(server.url + "/", JSON_HEADERS, "{}", undefined);
