@@ -16,6 +16,7 @@ import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
+import { afterTurn } from "./turn-end.ts";
 import type { UpstreamResponse } from "./upstream-client.ts";
 
 export interface Stage {
@@ -88,12 +89,13 @@ export class Pipeline implements Gateway {
         if (pending) await pending;
       }
       const upstream = await this.callUpstream(ctx);
+      // The answer goes out with the others of this turn of the event loop (turn-end.ts).
       if (ctx.request.stream) {
         const response = await this.relayStream(ctx, upstream, reached);
         streaming = true; // from here the stream's own end counts it out
-        return response;
+        return afterTurn(response);
       }
-      return await this.relayResponse(ctx, upstream, reached);
+      return afterTurn(await this.relayResponse(ctx, upstream, reached));
     } catch (thrown) {
       const error = asGatewayError(thrown);
       if (!(thrown instanceof GatewayError)) {

@@ -7,6 +7,7 @@
  * body, answers framed by content-length, chunked encoding or the connection's close, keep-alive reuse,
  * TLS, abort. Whatever it does not speak (proxies, other schemes) goes through `fetch` (see `upstreamFetch`).
  */
+import { atTurnEnd } from "./turn-end.ts";
 
 /** What the pipeline reads of an upstream answer: a subset of `Response`, which satisfies it too. */
 export interface UpstreamResponse {
@@ -257,15 +258,12 @@ class Connection {
     private readonly client: UpstreamHttpClient,
   ) {}
 
-  /** The request waiting for the end of this turn of the event loop (see `writeQueuedRequests`). */
-  unsentMessage: string | undefined;
-  unsentBytes = 0;
-
-  /** Queues the request: the requests of one turn of the event loop go out together, after it. */
+  /** Writes the request at the end of this turn of the event loop, with the others of the turn (turn-end.ts). */
   send(message: string, bytes: number): void {
-    this.unsentMessage = message;
-    this.unsentBytes = bytes;
-    if (connectionsToWrite.push(this) === 1) setImmediate(writeQueuedRequests);
+    atTurnEnd(() => {
+      // A connection closed meanwhile (an abort) has no socket and writes nothing.
+      if (this.socket) this.write(message, bytes);
+    });
   }
 
   /** Writes the request; what the socket does not take now goes out on drain. */
@@ -512,22 +510,6 @@ class Connection {
     const socket = this.socket;
     this.socket = undefined;
     socket?.terminate();
-  }
-}
-
-/**
- * Connections whose request waits for the end of this turn of the event loop. Writing the requests of one
- * turn together, rather than each as its handler gets to it, measured +15% requests/s at c=64 and -16% of the
- * event loop's CPU per request (bench/compare.ts), streaming +13%; at c=1 no change (the wait is one turn).
- */
-const connectionsToWrite: Connection[] = [];
-
-function writeQueuedRequests(): void {
-  for (const connection of connectionsToWrite.splice(0)) {
-    const message = connection.unsentMessage;
-    connection.unsentMessage = undefined;
-    // A connection closed meanwhile (an abort) has no socket and writes nothing.
-    if (message !== undefined && connection.socket) connection.write(message, connection.unsentBytes);
   }
 }
 
