@@ -4,7 +4,7 @@
  * land on all of them alike. Reports req/s (or streams/s) and the CPU each gateway spent per request
  * (its JS thread, and all its threads), the figure that shows a change of a few percent.
  *
- *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--words N] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
+ *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
  *
  * A target is a directory holding a checkout of the gateway (`git worktree add /tmp/before HEAD~1`, then
  * link its node_modules), run from that directory (its own plugins-config.yaml and catalog), optionally
@@ -56,11 +56,13 @@ interface Options {
   concurrency: number;
   /** An answer of this many words (one stream chunk each) instead of the fake's default one. */
   words: number;
+  /** The fake upstream's pause between stream chunks (each then comes in a read of its own, as from a real model). */
+  chunkDelayMs: number;
   keyLimits: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0 };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
@@ -69,12 +71,13 @@ function parseArgs(argv: string[]): Options {
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
     else if (a === "--concurrency") options.concurrency = Number(argv[++i]);
     else if (a === "--words") options.words = Number(argv[++i]);
+    else if (a === "--chunk-delay") options.chunkDelayMs = Number(argv[++i]);
     else if (a === "--help" || a === "-h") options.targets = [];
     else options.targets.push(a);
   }
   const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0);
   if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--stream] [--words N] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
     process.exit(2);
   }
   return options;
@@ -111,7 +114,11 @@ async function main(): Promise<void> {
       const keyOptions = options.keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {};
       gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url, keyOptions) }, pid: child.proc.pid });
     }
-    const words = options.words > 0 ? ` [[fake ${JSON.stringify({ text: Array.from({ length: options.words }, () => "word").join(" ") })}]]` : "";
+    const directive = {
+      ...(options.words > 0 ? { text: Array.from({ length: options.words }, () => "word").join(" ") } : {}),
+      ...(options.chunkDelayMs > 0 ? { chunk_delay_ms: options.chunkDelayMs } : {}),
+    };
+    const words = Object.keys(directive).length > 0 ? ` [[fake ${JSON.stringify(directive)}]]` : "";
     const body = chatBody({ stream: options.stream, content: "Say hello in five words." + words });
     const ms = options.seconds * 1000;
     const targets = gateways.map((g) => ({ ...g.target, pid: g.pid }));
