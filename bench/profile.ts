@@ -5,6 +5,7 @@
  *   bun bench/profile.ts --stream        # streaming instead
  *   bun bench/profile.ts --duration 10 --concurrency 64
  *   bun bench/profile.ts --stream --words 120   # a 120-word answer (one chunk per word) instead of the default one
+ *   bun bench/profile.ts --stream --words 20 --chunk-delay 5   # chunks 5 ms apart, each in a read of its own
  *   bun bench/profile.ts --stream --model claude-sonnet-5-5   # a chat client on an Anthropic model (translated)
  *   bun bench/profile.ts --key-limits    # the key of the plugins case (RPM/TPM 10,000,000, key budget)
  *   REDIS_URL=redis://127.0.0.1:6379 bun bench/profile.ts --key-limits   # rate limits counted in Redis
@@ -132,7 +133,12 @@ async function main() {
     if (model) json.model = model;
     return JSON.stringify(json);
   };
-  const content = words > 0 ? `Say hello in five words. [[fake ${JSON.stringify({ text: Array.from({ length: words }, () => "word").join(" ") })}]]` : undefined;
+  const chunkDelayMs = Number(arg("--chunk-delay") ?? 0);
+  const directive = {
+    ...(words > 0 ? { text: Array.from({ length: words }, () => "word").join(" ") } : {}),
+    ...(chunkDelayMs > 0 ? { chunk_delay_ms: chunkDelayMs } : {}),
+  };
+  const content = Object.keys(directive).length > 0 ? `Say hello in five words. [[fake ${JSON.stringify(directive)}]]` : undefined;
   const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
   const profileDir = join(ROOT, "bench", "profiles");
   mkdirSync(profileDir, { recursive: true });
