@@ -74,6 +74,8 @@ export class Pipeline implements Gateway {
   }
 
   async handle(request: Request, ingress: WireFormat): Promise<Response> {
+    // The requests that came in this turn of the event loop are handled together once it ends (turn-end.ts).
+    await afterTurn(undefined);
     const ctx = this.createContext(request, ingress);
     this.active++;
     this.receivedCount++;
