@@ -74,11 +74,11 @@ export class Pipeline implements Gateway {
   }
 
   async handle(request: Request, ingress: WireFormat): Promise<Response> {
+    this.active++; // in flight from here: a graceful stop waits for it
+    this.receivedCount++;
     // The requests that came in this turn of the event loop are handled together once it ends (turn-end.ts).
     await afterTurn(undefined);
     const ctx = this.createContext(request, ingress);
-    this.active++;
-    this.receivedCount++;
     let reached = 0;
     let streaming = false;
     try {
@@ -95,9 +95,9 @@ export class Pipeline implements Gateway {
       if (ctx.request.stream) {
         const response = await this.relayStream(ctx, upstream, reached);
         streaming = true; // from here the stream's own end counts it out
-        return afterTurn(response);
+        return await afterTurn(response);
       }
-      return afterTurn(await this.relayResponse(ctx, upstream, reached));
+      return await afterTurn(await this.relayResponse(ctx, upstream, reached));
     } catch (thrown) {
       const error = asGatewayError(thrown);
       if (!(thrown instanceof GatewayError)) {
