@@ -14,7 +14,7 @@
  * process by lib.ts). Chat streams count when they end with `data: [DONE]`, Messages streams with `message_stop`.
  */
 import { CHAT_END, MESSAGES_END } from "./stream-client.ts";
-import { UPSTREAM_KEY, f, fInt, log, signed, streams, table, type Child, type Goal, type StreamFigures, type Target } from "./lib.ts";
+import { UPSTREAM_KEY, f, fInt, inRounds, log, poolStreamRuns, signed, streamRun, streams, table, type Child, type Goal, type StreamFigures, type Target } from "./lib.ts";
 
 export const OPENAI_MODEL = "gpt-6-luna";
 export const ANTHROPIC_MODEL = "claude-sonnet-5-5";
@@ -57,6 +57,8 @@ export interface CrossFormatOptions {
   gatewayKey: string;
   measureMs: number;
   warmupMs: number;
+  /** Interleaved rounds: each route is measured `measureMs` in all. */
+  rounds: number;
 }
 
 export async function runCrossFormatCase(options: CrossFormatOptions): Promise<{ json: unknown; goals: Goal[] }> {
@@ -108,15 +110,20 @@ export async function runCrossFormatCase(options: CrossFormatOptions): Promise<{
     throughGateway(answer, "messages", ANTHROPIC_MODEL),
   ]);
 
+  // Every row in interleaved rounds (as nonstream and stream), so the machine's drift lands on all alike.
+  const rowOf = new Map(rows.map((row) => [row.label, row]));
+  const targets = rows.map((row) => ({ ...row.target, name: row.label }));
+  const roundMs = Math.round(options.measureMs / options.rounds);
   const byConcurrency: Record<number, Map<Row, StreamFigures>> = {};
   for (const c of [1, 64]) {
+    log(`cross-format: streaming c=${c}: warm-up, then ${options.rounds} rounds of ${roundMs / 1000} s per route`);
+    for (const row of rows) await streams(row.target, row.body, c, options.warmupMs);
+    const measured = await inRounds(targets, options.rounds, (target) => streamRun(target, rowOf.get(target.name)!.body, c, roundMs), () => 0);
     const figures = new Map<Row, StreamFigures>();
-    for (const row of rows) {
-      log(`cross-format: streaming c=${c} → ${row.label}`);
-      await streams(row.target, row.body, c, options.warmupMs);
-      const x = await streams(row.target, row.body, c, options.measureMs);
-      figures.set(row, x);
-      if (x.errors > 0) log(`WARNING: ${row.label}: ${x.errors} failed streams, first: ${x.firstError}`);
+    for (const [label, { runs }] of measured) {
+      const x = poolStreamRuns(runs);
+      figures.set(rowOf.get(label)!, x);
+      if (x.errors > 0) log(`WARNING: ${label}: ${x.errors} failed streams, first: ${x.firstError}`);
     }
     byConcurrency[c] = figures;
   }
@@ -181,7 +188,7 @@ export async function runCrossFormatCase(options: CrossFormatOptions): Promise<{
     json.push({ concurrency: Number(c), targets });
   }
   table(
-    `Streaming across formats (client format → model), fetch client, ${options.measureMs / 1000} s each; ×upstream/×bare against the same client format and answer, "fast" = gateway chat → ${OPENAI_MODEL} with the same answer`,
+    `Streaming across formats (client format → model), fetch client, ${options.rounds} interleaved rounds of ${roundMs / 1000} s per route, pooled; ×upstream/×bare against the same client format and answer, "fast" = gateway chat → ${OPENAI_MODEL} with the same answer`,
     ["conc", "answer", "via", "client", "model", "route", "streams/s", "TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99", "×upstream", "×bare", "×fast", "+TTFB p50 vs fast", "+TTLB p50 vs fast", "+TTFB p50 vs bare", "errors"],
     out,
     6,

@@ -479,7 +479,7 @@ async function main() {
 
     // -- streaming across wire formats --------------------------------------------------------------
     if (runs("cross-format")) {
-      const { json, goals: g } = await runCrossFormatCase({ upstream: upstream!, bare: bare!, gateway: gateway!, gatewayKey, measureMs: options.measureMs, warmupMs: options.warmupMs });
+      const { json, goals: g } = await runCrossFormatCase({ upstream: upstream!, bare: bare!, gateway: gateway!, gatewayKey, measureMs: options.measureMs, warmupMs: options.warmupMs, rounds: options.rounds });
       cases.cross_format = json;
       goals.push(...g);
     }
