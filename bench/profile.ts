@@ -160,7 +160,9 @@ async function main() {
     const target = { name: "gateway" as const, url: gateway.url, key };
     console.error(`profiling the gateway: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
     if (stream) {
-      await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
+      const { samples, elapsedMs } = await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
+      const ok = samples.filter((sample) => sample.ok).length;
+      console.error(`  ${Math.round(ok / (elapsedMs / 1000))} streams/s, failed ${samples.length - ok}`);
     } else {
       const figures = await cannon(target, body(false), concurrency, durationMs);
       console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);
