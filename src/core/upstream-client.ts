@@ -43,6 +43,12 @@ const DONE: BodyRead = Object.freeze({ done: true, value: undefined });
  * N - 1 s.
  */
 const DEFAULT_IDLE_SECONDS = 4;
+/**
+ * A new connection must be open (TCP connected and, for https, the TLS handshake done) within this long. Without
+ * it, an upstream host that drops packets held the call ~2 minutes (the kernel's SYN retries), and one that
+ * accepts TCP but never speaks TLS held it until the request's own deadline (10 minutes for streams).
+ */
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 const MAX_IDLE_PER_ORIGIN = 512;
 const MAX_HEAD_BYTES = 64 * 1024;
 /**
@@ -251,6 +257,8 @@ class Connection {
   private keepAlive = true;
   /** Reading paused by the body's reader (backpressure). */
   private paused = false;
+  /** Fails the connection if it is not open in time (see DEFAULT_CONNECT_TIMEOUT_MS); cleared once it is. */
+  connectTimer: ReturnType<typeof setTimeout> | undefined;
   /** When it last went back to the pool (performance.now()). */
   idleSince = 0;
   /** How long it may idle and still be reused: the server's keep-alive hint, else the client's. */
@@ -507,8 +515,15 @@ class Connection {
     this.broken(new UpstreamConnectionError(this.exchange?.body ? "upstream closed the connection before the answer ended" : "upstream closed the connection"));
   }
 
+  /** The connection is open (TCP, and TLS when asked): the connect timeout no longer applies. */
+  opened(): void {
+    clearTimeout(this.connectTimer);
+    this.connectTimer = undefined;
+  }
+
   close(): void {
     this.closed = true;
+    this.opened();
     this.client.forget(this);
     const socket = this.socket;
     this.socket = undefined;
@@ -549,6 +564,7 @@ const handlers: import("bun").SocketHandler<Connection, "buffer"> = {
   handshake(socket, success, authorizationError) {
     // Bun closes a TLS connection whose certificate does not verify: say why before it does.
     if (!success) socket.data.broken(new UpstreamConnectionError(`TLS with ${socket.data.origin.hostname} failed: ${authorizationError?.message ?? "certificate not trusted"}`));
+    else socket.data.opened();
   },
   timeout(socket) {
     const connection = socket.data;
@@ -559,9 +575,12 @@ const handlers: import("bun").SocketHandler<Connection, "buffer"> = {
 export class UpstreamHttpClient {
   /** `idleSeconds`: how long a connection may wait in the pool (whole seconds, Bun's socket timeout). */
   private readonly idleSeconds: number;
+  private readonly connectTimeoutMs: number;
 
-  constructor(options: { idleSeconds?: number } = {}) {
+  /** `connectTimeoutMs`: how long a new connection may take to open (TCP and TLS). */
+  constructor(options: { idleSeconds?: number; connectTimeoutMs?: number } = {}) {
     this.idleSeconds = options.idleSeconds ?? DEFAULT_IDLE_SECONDS;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   }
 
   private readonly origins = new Map<string, Origin>();
@@ -638,6 +657,11 @@ export class UpstreamHttpClient {
     connection.exchange = exchange; // so an abort during connect finds it
     exchange.connection = connection;
     this.open.add(connection);
+    connection.connectTimer = setTimeout(() => {
+      connection.connectTimer = undefined;
+      const what = origin.tls ? "connecting (TCP and TLS)" : "connecting";
+      connection.broken(new UpstreamConnectionError(`${what} to ${origin.hostname}:${origin.port} took longer than ${this.connectTimeoutMs} ms`));
+    }, this.connectTimeoutMs);
     Bun.connect<Connection>({
       hostname: origin.hostname,
       port: origin.port,
@@ -646,8 +670,9 @@ export class UpstreamHttpClient {
       socket: handlers,
     }).then(
       (socket) => {
-        if (connection.closed) return socket.terminate(); // aborted while connecting
+        if (connection.closed) return socket.terminate(); // aborted or timed out while connecting
         connection.socket = socket;
+        if (!origin.tls) connection.opened(); // TLS: once the handshake is done
         socket.setNoDelay(true);
         this.start(connection, exchange, request);
       },

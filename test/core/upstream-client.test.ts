@@ -72,7 +72,7 @@ afterEach(() => {
   for (const server of servers.splice(0)) server.stop();
 });
 
-function setup(answer: Answer, options: { idleSeconds?: number } = {}) {
+function setup(answer: Answer, options: { idleSeconds?: number; connectTimeoutMs?: number } = {}) {
   const server = rawUpstream(answer);
   servers.push(server);
   const client = new UpstreamHttpClient(options);
@@ -355,6 +355,43 @@ describe("core/upstream-client", () => {
     await second.body!.getReader().cancel();
   });
 
+  it("keeps a plain connection that opened in time past its connect timeout", async () => {
+    const { server, client } = setup((socket) => void socket.write(ok("{}")), { connectTimeoutMs: 100 });
+    await (await client.post(server.url + "/", JSON_HEADERS, "{}", undefined)).text();
+    await Bun.sleep(200);
+    expect(client.openConnections).toBe(1);
+    await (await client.post(server.url + "/", JSON_HEADERS, "{}", undefined)).text();
+    expect(server.connections).toBe(1);
+  });
+
+  it("fails a new connection that does not open in time (a TLS handshake never answered), closing it", async () => {
+    let accepted = 0;
+    const closed: number[] = [];
+    const silent = Bun.listen<{ id: number }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open(socket) {
+          socket.data = { id: ++accepted };
+        },
+        data() {}, // takes the TLS hello, never answers
+        close(socket) {
+          closed.push(socket.data.id);
+        },
+      },
+    });
+    servers.push(silent);
+    const client = new UpstreamHttpClient({ connectTimeoutMs: 200 });
+    clients.push(client);
+    const started = performance.now();
+    const call = client.post(`https://127.0.0.1:${silent.port}/v1`, JSON_HEADERS, "{}", undefined);
+    await expect(call).rejects.toThrow(`connecting (TCP and TLS) to 127.0.0.1:${silent.port} took longer than 200 ms`);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+    expect(accepted).toBe(1);
+    await waitFor(() => closed.length === 1, 2_000, "the connection closed", 10);
+    expect(client.openConnections).toBe(0);
+  });
+
   it("is the default way upstream, and leaves the calls to fetch when asked to or when a proxy is set", () => {
     expect(upstreamClientKind({})).toBe("sockets");
     expect(upstreamClientKind({ GATEWAY_UPSTREAM_CLIENT: "fetch" })).toBe("fetch");
@@ -378,11 +415,15 @@ describe("core/upstream-client", () => {
     await Bun.write(
       script,
       `import { UpstreamHttpClient } from ${JSON.stringify(resolve(import.meta.dir, "../../src/core/upstream-client.ts"))};
-const client = new UpstreamHttpClient();
+// A short connect timeout: the second call, after it, reuses the connection (the timeout ended with the handshake).
+const client = new UpstreamHttpClient({ connectTimeoutMs: 300 });
 const headers = new Headers({ "content-type": "application/json" });
 const out = [];
-for (const body of ["1", "2"]) out.push(await client.post("https://localhost:${server.port}/v1", headers, body, undefined).then((r) => r.text(), (e) => "error: " + e.message));
-out.push(client.openConnections);
+for (const body of ["1", "2"]) {
+  out.push(await client.post("https://localhost:${server.port}/v1", headers, body, undefined).then((r) => r.text(), (e) => "error: " + e.message));
+  await Bun.sleep(400);
+  out.push(client.openConnections);
+}
 console.log(JSON.stringify(out));
 process.exit(0);`,
     );
@@ -390,7 +431,7 @@ process.exit(0);`,
       const child = Bun.spawn([process.execPath, script], { env: { ...process.env, ...env }, stdout: "pipe", stderr: "inherit" });
       return JSON.parse((await new Response(child.stdout).text()).trim());
     };
-    expect(await run({ NODE_EXTRA_CA_CERTS: join(dir, "cert.pem") })).toEqual(["secure 1", "secure 2", 1]);
+    expect(await run({ NODE_EXTRA_CA_CERTS: join(dir, "cert.pem") })).toEqual(["secure 1", 1, "secure 2", 1]);
     const untrusted = await run({});
     expect(untrusted[0]).toMatch(/^error: TLS with localhost failed: .*self.signed/);
   });
