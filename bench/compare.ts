@@ -14,9 +14,11 @@
  *   bun bench/compare.ts . .:/tmp/no-metering.yaml                     # with a plugin off (GATEWAY_CONFIG)
  *   bun bench/compare.ts . .::SQLITE_HOLDS=shared --stream             # an environment setting, streaming
  *   bun bench/compare.ts . .::REDIS_URL=redis://127.0.0.1:6379 --key-limits   # rate limits counted in Redis
+ *   bun bench/compare.ts . --bare --stream --words 20 --chunk-delay 5    # against the bare proxy, streams paced like a model's
  *
  * `--key-limits`: the key of the plugins case (RPM and TPM 10,000,000, a key budget), so the rate-limit and
- * key-budget paths run on every request.
+ * key-budget paths run on every request. `--bare`: the bare proxy as the first target (the one the others are
+ * compared with).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,6 +27,7 @@ import { chatBody } from "./stream-client.ts";
 import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
 import {
   BUN,
+  UPSTREAM_KEY,
   cannon,
   cannonRun,
   inRounds,
@@ -59,14 +62,17 @@ interface Options {
   /** The fake upstream's pause between stream chunks (each then comes in a read of its own, as from a real model). */
   chunkDelayMs: number;
   keyLimits: boolean;
+  /** The bare proxy as the first target, the reference the others are compared with. */
+  bare: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0 };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
     else if (a === "--key-limits") options.keyLimits = true;
+    else if (a === "--bare") options.bare = true;
     else if (a === "--rounds") options.rounds = Number(argv[++i]);
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
     else if (a === "--concurrency") options.concurrency = Number(argv[++i]);
@@ -77,7 +83,7 @@ function parseArgs(argv: string[]): Options {
   }
   const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0);
   if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
     process.exit(2);
   }
   return options;
@@ -102,6 +108,12 @@ async function main(): Promise<void> {
     const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
     await waitReady(upstream, "/v1/models", false);
     const gateways = [];
+    if (options.bare) {
+      const port = freePort();
+      const bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstream.url], process.env, `http://127.0.0.1:${port}`);
+      await waitReady(bare, "/v1/models", false);
+      gateways.push({ target: { name: "bare proxy", url: bare.url, key: UPSTREAM_KEY }, pid: bare.proc.pid });
+    }
     for (const [i, spec] of options.targets.entries()) {
       const [dir, config] = spec.split(":");
       const settings = spec.split(":").length > 2 ? spec.slice(dir!.length + (config ?? "").length + 2).split(",") : [];
