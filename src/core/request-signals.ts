@@ -5,9 +5,11 @@
  * until the deadline: here each request costs one AbortController and a slot in flat arrays (no object per
  * request: a per-request entry object kept in a long-lived map cost ~1.5 µs more), and one shared sweep every
  * `sweepMs` checks the requests in flight. A disconnect or deadline is therefore seen up to `sweepMs` late.
+ * The client's `request.signal` is read by the sweep only, so a request that ends before one never makes it.
  */
 export class RequestSignals {
-  private readonly clientSignals: (AbortSignal | undefined)[] = [];
+  /** The client's request per slot: its `signal` is read by the sweep only (Bun makes it on first access, ~1 µs). */
+  private readonly clientRequests: (Request | undefined)[] = [];
   private readonly controllers: (AbortController | undefined)[] = [];
   private readonly deadlines: number[] = [];
   private readonly freeSlots: number[] = [];
@@ -23,7 +25,7 @@ export class RequestSignals {
   open(request: Request): AbortSignal {
     const controller = new AbortController();
     const slot = this.freeSlots.pop() ?? this.controllers.length;
-    this.clientSignals[slot] = request.signal;
+    this.clientRequests[slot] = request;
     this.controllers[slot] = controller;
     this.deadlines[slot] = performance.now() + this.timeoutMs;
     this.slotOf.set(controller.signal, slot);
@@ -38,7 +40,7 @@ export class RequestSignals {
     const slot = this.slotOf.get(signal);
     if (slot === undefined) return;
     this.slotOf.delete(signal);
-    this.clientSignals[slot] = undefined;
+    this.clientRequests[slot] = undefined;
     this.controllers[slot] = undefined;
     this.freeSlots.push(slot);
   }
@@ -53,7 +55,7 @@ export class RequestSignals {
     for (let slot = 0; slot < this.controllers.length; slot++) {
       const controller = this.controllers[slot];
       if (controller === undefined) continue;
-      const client = this.clientSignals[slot]!;
+      const client = this.clientRequests[slot]!.signal; // aborted too when the client left before this first read
       if (client.aborted) {
         controller.abort(client.reason);
       } else if (now >= this.deadlines[slot]!) {

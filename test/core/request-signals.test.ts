@@ -44,6 +44,32 @@ describe("request signals", () => {
     signals.release(later);
   });
 
+  it("sees a client of a real server that left before the first look at its request's signal", async () => {
+    // The sweep reads `request.signal` only when it looks (Bun makes the signal on first access): a client
+    // gone before that must still read as gone.
+    const signals = new RequestSignals(10_000, 100);
+    let opened: AbortSignal | undefined;
+    const server = Bun.serve({
+      port: 0,
+      async fetch(request) {
+        opened = signals.open(request);
+        await Bun.sleep(400);
+        return new Response("late");
+      },
+    });
+    try {
+      const client = new AbortController();
+      fetch(server.url, { signal: client.signal }).catch(() => {});
+      while (!opened) await Bun.sleep(5);
+      client.abort();
+      await Bun.sleep(250);
+      expect(opened.aborted).toBe(true);
+      expect(signals.size).toBe(0);
+    } finally {
+      server.stop(true);
+    }
+  });
+
   it("a released request is no longer aborted by its deadline", async () => {
     const signals = new RequestSignals(40, 10);
     const signal = signals.open(clientRequest().request);
