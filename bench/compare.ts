@@ -30,13 +30,13 @@ import {
   UPSTREAM_KEY,
   cannon,
   cannonRun,
+  completedStreams,
   inRounds,
   poolRuns,
   poolStreamRuns,
   streamRun,
   type CpuPerRequest,
   type NonStreamFigures,
-  type StreamRun,
   type Target,
   f,
   fInt,
@@ -97,8 +97,6 @@ interface Row {
   pooled?: NonStreamFigures;
 }
 
-const completed = (run: StreamRun) => run.samples.filter((sample) => sample.ok).length;
-
 async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2));
   installCleanup();
@@ -126,12 +124,7 @@ async function main(): Promise<void> {
       const keyOptions = options.keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {};
       gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url, keyOptions) }, pid: child.proc.pid });
     }
-    const directive = {
-      ...(options.words > 0 ? { text: Array.from({ length: options.words }, () => "word").join(" ") } : {}),
-      ...(options.chunkDelayMs > 0 ? { chunk_delay_ms: options.chunkDelayMs } : {}),
-    };
-    const words = Object.keys(directive).length > 0 ? ` [[fake ${JSON.stringify(directive)}]]` : "";
-    const body = chatBody({ stream: options.stream, content: "Say hello in five words." + words });
+    const body = chatBody({ stream: options.stream, words: options.words, chunkDelayMs: options.chunkDelayMs });
     const ms = options.seconds * 1000;
     const targets = gateways.map((g) => ({ ...g.target, pid: g.pid }));
     for (const target of targets) await (options.stream ? streams(target, body, options.concurrency, 1000) : cannon(target, body, options.concurrency, 1000)); // warm-up
@@ -139,15 +132,18 @@ async function main(): Promise<void> {
       console.error(`round ${round + 1}/${options.rounds}: ${target.name} ${fInt(served / seconds)}/s`);
     const rows: Row[] = [];
     if (options.stream) {
-      const measured = await inRounds(targets, options.rounds, (t) => streamRun(t, body, options.concurrency, ms), completed, (t, run, round) =>
-        progress(t, completed(run), run.elapsedMs / 1000, round),
+      const measured = await inRounds(targets, options.rounds, (t) => streamRun(t, body, options.concurrency, ms), completedStreams, (t, run, round) =>
+        progress(t, completedStreams(run), run.elapsedMs / 1000, round),
       );
       for (const [label, { runs, cpu }] of measured) rows.push({ label, rate: poolStreamRuns(runs).streamsPerSec, cpu });
     } else {
       const measured = await inRounds(targets, options.rounds, (t) => cannonRun(t, body, options.concurrency, ms), (run) => run.ok, (t, run, round) =>
         progress(t, run.ok, run.durationS, round),
       );
-      for (const [label, { runs, cpu }] of measured) rows.push({ label, rate: poolRuns(runs).rps, cpu, pooled: poolRuns(runs) });
+      for (const [label, { runs, cpu }] of measured) {
+        const pooled = poolRuns(runs);
+        rows.push({ label, rate: pooled.rps, cpu, pooled });
+      }
     }
     const first = rows[0]!;
     table(

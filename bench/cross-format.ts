@@ -14,7 +14,7 @@
  * process by lib.ts). Chat streams count when they end with `data: [DONE]`, Messages streams with `message_stop`.
  */
 import { CHAT_END, MESSAGES_END } from "./stream-client.ts";
-import { UPSTREAM_KEY, f, fInt, inRounds, log, poolStreamRuns, signed, streamRun, streams, table, type Child, type Goal, type StreamFigures, type Target } from "./lib.ts";
+import { UPSTREAM_KEY, completedStreams, f, fInt, inRounds, log, poolStreamRuns, signed, streamRun, streams, table, type Child, type Goal, type StreamFigures, type Target } from "./lib.ts";
 
 export const OPENAI_MODEL = "gpt-6-luna";
 export const ANTHROPIC_MODEL = "claude-sonnet-5-5";
@@ -118,7 +118,7 @@ export async function runCrossFormatCase(options: CrossFormatOptions): Promise<{
   for (const c of [1, 64]) {
     log(`cross-format: streaming c=${c}: warm-up, then ${options.rounds} rounds of ${roundMs / 1000} s per route`);
     for (const row of rows) await streams(row.target, row.body, c, options.warmupMs);
-    const measured = await inRounds(targets, options.rounds, (target) => streamRun(target, rowOf.get(target.name)!.body, c, roundMs), () => 0);
+    const measured = await inRounds(targets, options.rounds, (target) => streamRun(target, rowOf.get(target.name)!.body, c, roundMs), completedStreams);
     const figures = new Map<Row, StreamFigures>();
     for (const [label, { runs }] of measured) {
       const x = poolStreamRuns(runs);

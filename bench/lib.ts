@@ -298,6 +298,11 @@ export interface StreamRun {
   elapsedMs: number;
 }
 
+/** The complete 200 streams of a run (what a stream run served). */
+export function completedStreams(run: StreamRun): number {
+  return run.samples.filter((sample) => sample.ok).length;
+}
+
 /** `concurrency` fetch workers streaming back to back for `durationMs`. */
 export function streamRun(target: Target, body: string, concurrency: number, durationMs: number): Promise<StreamRun> {
   return streamLoop({

@@ -23,6 +23,7 @@ import {
   BUN,
   ROOT,
   cannon,
+  completedStreams,
   freePort,
   installCleanup,
   provisionKey,
@@ -129,16 +130,11 @@ async function main() {
   const words = Number(arg("--words") ?? 0);
   const model = arg("--model");
   const body = (stream: boolean) => {
-    const json = JSON.parse(chatBody({ stream, content }));
+    const json = JSON.parse(chatBody({ stream, words, chunkDelayMs }));
     if (model) json.model = model;
     return JSON.stringify(json);
   };
   const chunkDelayMs = Number(arg("--chunk-delay") ?? 0);
-  const directive = {
-    ...(words > 0 ? { text: Array.from({ length: words }, () => "word").join(" ") } : {}),
-    ...(chunkDelayMs > 0 ? { chunk_delay_ms: chunkDelayMs } : {}),
-  };
-  const content = Object.keys(directive).length > 0 ? `Say hello in five words. [[fake ${JSON.stringify(directive)}]]` : undefined;
   const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
   const profileDir = join(ROOT, "bench", "profiles");
   mkdirSync(profileDir, { recursive: true });
@@ -160,9 +156,9 @@ async function main() {
     const target = { name: "gateway" as const, url: gateway.url, key };
     console.error(`profiling the gateway: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
     if (stream) {
-      const { samples, elapsedMs } = await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
-      const ok = samples.filter((sample) => sample.ok).length;
-      console.error(`  ${Math.round(ok / (elapsedMs / 1000))} streams/s, failed ${samples.length - ok}`);
+      const run = await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
+      const ok = completedStreams(run);
+      console.error(`  ${Math.round(ok / (run.elapsedMs / 1000))} streams/s, failed ${run.samples.length - ok}`);
     } else {
       const figures = await cannon(target, body(false), concurrency, durationMs);
       console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);

@@ -48,6 +48,7 @@ import {
   type Target,
   type CpuPerRequest,
   cannonRun,
+  completedStreams,
   inRounds,
   poolRuns,
   poolStreamRuns,
@@ -385,7 +386,7 @@ async function main() {
           targets,
           options.rounds,
           (target) => streamRun(target, body, c, options.roundMs),
-          (run) => run.samples.filter((sample) => sample.ok).length,
+          completedStreams,
           (target, run, round) => log(`streaming c=${c} round ${round + 1}/${options.rounds} → ${target.name}: ${fInt(run.samples.length / (run.elapsedMs / 1000))} streams/s`),
         );
         const figures: Record<string, StreamFigures> = {};

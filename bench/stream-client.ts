@@ -43,8 +43,13 @@ function endsWithMarker(tail: Uint8Array, marker: string): boolean {
   return false;
 }
 
-export function chatBody(options: { stream: boolean; content?: string; chunkDelayMs?: number }): string {
-  const content = (options.content ?? "Say hello in five words.") + (options.chunkDelayMs ? ` [[fake {"chunk_delay_ms":${options.chunkDelayMs}}]]` : "");
+export function chatBody(options: { stream: boolean; content?: string; words?: number; chunkDelayMs?: number }): string {
+  // The fake upstream's directive: an answer of `words` words (one stream chunk each), chunks `chunkDelayMs` apart.
+  const directive = {
+    ...(options.words ? { text: Array.from({ length: options.words }, () => "word").join(" ") } : {}),
+    ...(options.chunkDelayMs ? { chunk_delay_ms: options.chunkDelayMs } : {}),
+  };
+  const content = (options.content ?? "Say hello in five words.") + (Object.keys(directive).length > 0 ? ` [[fake ${JSON.stringify(directive)}]]` : "");
   return JSON.stringify({
     model: "gpt-6-luna",
     ...(options.stream ? { stream: true } : {}),
