@@ -16,7 +16,7 @@ import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
-import { afterTurn } from "./turn-end.ts";
+import { afterTurn, requestEnded, requestStarted } from "./turn-end.ts";
 import type { UpstreamResponse } from "./upstream-client.ts";
 
 export interface Stage {
@@ -75,6 +75,7 @@ export class Pipeline implements Gateway {
 
   async handle(request: Request, ingress: WireFormat): Promise<Response> {
     this.active++; // in flight from here: a graceful stop waits for it
+    requestStarted();
     this.receivedCount++;
     // The requests that came in this turn of the event loop are handled together once it ends (turn-end.ts).
     await afterTurn(undefined);
@@ -106,7 +107,10 @@ export class Pipeline implements Gateway {
       await this.complete(ctx, failure(error), reached);
       return ingress.errorResponse(error, { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId });
     } finally {
-      if (!streaming) this.active--;
+      if (!streaming) {
+        this.active--;
+        requestEnded();
+      }
     }
   }
 
@@ -200,6 +204,7 @@ export class Pipeline implements Gateway {
         await this.complete(ctx, outcome, reached);
       } finally {
         this.active--;
+        requestEnded();
       }
     };
     /** Stops reading the upstream (a drained body needs nothing: releasing it costs ~2% of a streaming gateway's CPU). */

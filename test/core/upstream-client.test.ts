@@ -4,6 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { UpstreamConnectionError, UpstreamHttpClient, type UpstreamResponse } from "../../src/core/upstream-client.ts";
+import { requestEnded, requestStarted } from "../../src/core/turn-end.ts";
 import { upstreamClientKind } from "../../src/core/http.ts";
 import { waitFor } from "../helpers/processes.ts";
 
@@ -275,18 +276,36 @@ describe("core/upstream-client", () => {
     await expect(client.post(server.url + "/", JSON_HEADERS, "{}", before.signal)).rejects.toThrow("already");
   });
 
-  it("writes the requests of one turn of the event loop after it: one aborted in that turn never reaches the upstream", async () => {
+  it("with requests in flight, writes the requests of one turn of the event loop after it: one aborted in that turn never reaches the upstream", async () => {
     const { server, client } = setup((socket, request) => void socket.write(ok(request.body.toString())));
     await Promise.all([1, 2].map((n) => client.post(server.url + "/", JSON_HEADERS, `{"warm":${n}}`, undefined).then((r) => r.text())));
     expect(client.openConnections).toBe(2);
 
+    requestStarted(); // as the pipeline counts the two calls below
+    requestStarted();
+    try {
+      const aborted = new AbortController();
+      const gone = client.post(server.url + "/", JSON_HEADERS, '{"n":"aborted"}', aborted.signal);
+      const kept = client.post(server.url + "/", JSON_HEADERS, '{"n":"kept"}', undefined);
+      aborted.abort(new Error("client went away"));
+      await expect(gone).rejects.toThrow("client went away");
+      expect(await (await kept).text()).toBe('{"n":"kept"}');
+      expect(server.requests.map((r) => r.body.toString())).toEqual(['{"warm":1}', '{"warm":2}', '{"n":"kept"}']);
+    } finally {
+      requestEnded();
+      requestEnded();
+    }
+  });
+
+  it("alone, writes a request at once: it reaches the upstream before the turn ends", async () => {
+    const { server, client } = setup((socket, request) => void socket.write(ok(request.body.toString())));
+    await (await client.post(server.url + "/", JSON_HEADERS, '{"warm":1}', undefined)).text(); // an open connection
     const aborted = new AbortController();
-    const gone = client.post(server.url + "/", JSON_HEADERS, '{"n":"aborted"}', aborted.signal);
-    const kept = client.post(server.url + "/", JSON_HEADERS, '{"n":"kept"}', undefined);
-    aborted.abort(new Error("client went away"));
-    await expect(gone).rejects.toThrow("client went away");
-    expect(await (await kept).text()).toBe('{"n":"kept"}');
-    expect(server.requests.map((r) => r.body.toString())).toEqual(['{"warm":1}', '{"warm":2}', '{"n":"kept"}']);
+    const call = client.post(server.url + "/", JSON_HEADERS, '{"n":"alone"}', aborted.signal);
+    aborted.abort(new Error("client went away")); // after the write: the upstream has it
+    await expect(call).rejects.toThrow("client went away");
+    await waitFor(() => server.requests.length === 2, 2000, "the request reached the upstream");
+    expect(server.requests[1]!.body.toString()).toBe('{"n":"alone"}');
   });
 
   it("closes the connection when the reader cancels a body still coming", async () => {
