@@ -1,7 +1,7 @@
 /**
  * Work held to the end of this turn of the event loop and done together: the requests that came in, the
- * upstream requests and the client answers they produce, the upstream answers (and their heads) that came in,
- * the log lines. The kernel's socket work and the gateway's own JavaScript then run in runs of their own instead
+ * upstream requests and the client answers they produce, the upstream answers (and their heads) that came in.
+ * The kernel's socket work and the gateway's own JavaScript then run in runs of their own instead
  * of alternating request by request, which on this 2-core VM cost the event loop measurably more CPU per
  * request (bench/compare.ts, c=64: writing the upstream requests together -16%, the answers -11%, handling the
  * requests together -6 to -9%, the upstream answers -4%, their heads -3 to -9%; see the README's Performance
