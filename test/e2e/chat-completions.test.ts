@@ -194,7 +194,8 @@ describe("POST /v1/chat/completions, streaming", () => {
     expect(frames.at(-1).error).toMatchObject({ code: "upstream_error" });
     const [row] = await requestLog(accountId);
     expect(row).toMatchObject({ id: response.headers.get("x-gateway-request-id"), status: "failed" });
-    // Billed for the prompt and the two words it got, as a stream cut short is.
+    // Billed for the prompt and the two words it got ("one", " two": 2 o200k tokens), as a stream cut short is.
+    expect(row.completion_tokens).toBe(2);
     expect(row.cost).toBeGreaterThan(0);
     expect(await balanceOf(accountId)).toBe(usdToNano(10) - usdToNano(String(row.cost)));
   });
