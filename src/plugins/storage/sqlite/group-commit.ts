@@ -6,9 +6,9 @@ import type { PendingGenerations } from "./pending.ts";
 
 const MAX_RETRY_DELAY_MS = 1000;
 /**
- * Under load the wait between commits grows with the last commit's duration (this many times it), so
- * committing takes at most ~5% of the event loop while rows flow: a commit has a fixed cost (~250 µs
- * here: the WAL pages it dirties), which a fuller batch shares among more rows.
+ * Under load the wait between commits grows with the last commit's duration (this many times it, so the
+ * fixed part of committing stays near 5% of the event loop): a commit has a fixed cost (~250 µs here: the
+ * WAL pages it dirties), which a fuller batch shares among more rows.
  */
 const WAIT_PER_COMMIT_TIME = 20;
 /** ... but never longer than this many flush intervals. */
@@ -33,9 +33,8 @@ export interface GroupCommitOptions {
 /**
  * Group commit of metered generations: queued in `pending` (visible to reads at once), written every
  * `flushIntervalMs` (up to 6 times that under load, see WAIT_PER_COMMIT_TIME) or as soon as `maxBatch`
- * are queued, in transactions of at most `maxBatch`. A
- * failed write keeps the batch and retries with backoff; a row the schema refuses is logged whole and
- * set aside so it cannot block the rows behind it.
+ * are queued, in transactions of at most `maxBatch`. A failed write keeps the batch and retries with
+ * backoff; a row the schema refuses is logged whole and set aside so it cannot block the rows behind it.
  */
 export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
