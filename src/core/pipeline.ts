@@ -73,9 +73,19 @@ export class Pipeline implements Gateway {
     return this.receivedCount;
   }
 
-  async handle(request: Request, ingress: WireFormat): Promise<Response> {
-    this.active++; // in flight from here: a graceful stop waits for it
+  /** A request in flight: this pipeline's count (graceful stop) and the process's (turn-end.ts). */
+  private enter(): void {
+    this.active++;
     requestStarted();
+  }
+
+  private leave(): void {
+    this.active--;
+    requestEnded();
+  }
+
+  async handle(request: Request, ingress: WireFormat): Promise<Response> {
+    this.enter(); // in flight from here: a graceful stop waits for it
     this.receivedCount++;
     // The requests that came in this turn of the event loop are handled together once it ends (turn-end.ts).
     await afterTurn(undefined);
@@ -107,10 +117,7 @@ export class Pipeline implements Gateway {
       await this.complete(ctx, failure(error), reached);
       return ingress.errorResponse(error, { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId });
     } finally {
-      if (!streaming) {
-        this.active--;
-        requestEnded();
-      }
+      if (!streaming) this.leave();
     }
   }
 
@@ -203,8 +210,7 @@ export class Pipeline implements Gateway {
       try {
         await this.complete(ctx, outcome, reached);
       } finally {
-        this.active--;
-        requestEnded();
+        this.leave();
       }
     };
     /** Stops reading the upstream (a drained body needs nothing: releasing it costs ~2% of a streaming gateway's CPU). */
