@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     const first = rows[0]!;
     table(
       `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}: ${options.rounds} interleaved rounds of ${options.seconds} s`,
-      ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first", "p50 ms", "p99 ms"],
+      ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first", "p50 ms", "p90 ms", "p99 ms"],
       rows.map((row) => [
         row.label,
         fInt(row.rate),
@@ -157,6 +157,7 @@ async function main(): Promise<void> {
         f(row.cpu?.allUs, 1),
         row.cpu && first.cpu ? f(row.cpu.mainUs / first.cpu.mainUs) : "-",
         row.pooled ? f(row.pooled.p50, 3) : "-",
+        row.pooled ? f(row.pooled.p90, 3) : "-",
         row.pooled ? f(row.pooled.p99, 3) : "-",
       ]),
       1,

@@ -222,6 +222,7 @@ export interface NonStreamFigures {
   cpu?: CpuPerRequest;
   rps: number;
   p50: number;
+  p90: number;
   p99: number;
   mean: number;
   requests: number;
@@ -266,6 +267,7 @@ export function poolRuns(runs: CannonRun[]): NonStreamFigures {
   return {
     rps: ok / durationS,
     p50: percentile(latencies, 50),
+    p90: percentile(latencies, 90),
     p99: percentile(latencies, 99),
     mean: latencies.reduce((s, v) => s + v, 0) / Math.max(1, latencies.length),
     requests: ok,
