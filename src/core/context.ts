@@ -1,6 +1,7 @@
 import type { CanonicalChatRequest, CanonicalRequest, StreamEvent, Usage } from "../formats/canonical.ts";
 import type { WireFormat } from "./format.ts";
 import type { NanoUsd } from "./money.ts";
+import type { AbortSignalLike } from "./request-signals.ts";
 
 /** Where the router sends a request: a provider (by name) and the model name upstream knows. */
 export interface Target {
@@ -23,8 +24,8 @@ export interface GatewayContext {
   readonly startedAt: number;
   /** Monotonic start (performance.now()), for latencies. */
   readonly startedMono: number;
-  /** Aborted when the client goes away or the request times out. */
-  readonly signal: AbortSignal;
+  /** Aborted when the client goes away or the request times out (a RequestSignal; not a DOM AbortSignal). */
+  readonly signal: AbortSignalLike;
   readonly headers: Headers;
   /** The client's wire format. */
   readonly ingress: WireFormat;

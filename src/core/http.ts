@@ -1,4 +1,5 @@
 import { UpstreamTimeoutError } from "./errors.ts";
+import { RequestSignal, type AbortSignalLike } from "./request-signals.ts";
 import { UpstreamHttpClient, type UpstreamResponse } from "./upstream-client.ts";
 
 export type { UpstreamResponse } from "./upstream-client.ts";
@@ -9,7 +10,7 @@ export interface UpstreamCall {
   headers: Headers;
   body: unknown;
   /** Aborted on client disconnect or the request's timeout (ctx.signal). */
-  signal: AbortSignal;
+  signal: AbortSignalLike;
 }
 
 /**
@@ -39,11 +40,16 @@ export function upstreamFetch(call: UpstreamCall): Promise<UpstreamResponse> {
   const sent: Promise<UpstreamResponse> =
     socketClient && (call.url.startsWith("https://") || call.url.startsWith("http://"))
       ? socketClient.post(call.url, call.headers, body, call.signal)
-      : fetch(call.url, { method: "POST", headers: call.headers, body, signal: call.signal });
+      : fetch(call.url, { method: "POST", headers: call.headers, body, signal: domSignal(call.signal) });
   return sent.catch((error: unknown) => {
-    if ((error as Error)?.name === "TimeoutError" || (call.signal.aborted && call.signal.reason?.name === "TimeoutError")) {
+    if ((error as Error)?.name === "TimeoutError" || (call.signal.aborted && (call.signal.reason as Error | undefined)?.name === "TimeoutError")) {
       throw new UpstreamTimeoutError("upstream did not answer in time");
     }
     throw error;
   });
+}
+
+/** fetch takes a DOM AbortSignal only. */
+function domSignal(signal: AbortSignalLike): AbortSignal {
+  return signal instanceof RequestSignal ? signal.toAbortSignal() : (signal as AbortSignal);
 }

@@ -8,6 +8,7 @@
  * TLS, abort. Whatever it does not speak (proxies, other schemes) goes through `fetch` (see `upstreamFetch`).
  */
 import { atTurnEnd } from "./turn-end.ts";
+import type { AbortSignalLike } from "./request-signals.ts";
 
 /** What the pipeline reads of an upstream answer: a subset of `Response`, which satisfies it too. */
 export interface UpstreamResponse {
@@ -231,7 +232,7 @@ const enum ChunkState {
 interface Exchange {
   resolve(response: UpstreamResponse): void;
   reject(error: unknown): void;
-  signal: AbortSignal | undefined;
+  signal: AbortSignalLike | undefined;
   onAbort: (() => void) | undefined;
   body: IncomingBody | undefined;
   /** No byte of the answer yet: a reused connection that fails now may be retried on a new one. */
@@ -591,7 +592,7 @@ export class UpstreamHttpClient {
   private readonly open = new Set<Connection>();
 
   /** POSTs `body` (JSON text) to `url`. Rejects with the signal's reason when it aborts. */
-  post(url: string, headers: Headers, body: string, signal: AbortSignal | undefined): Promise<UpstreamResponse> {
+  post(url: string, headers: Headers, body: string, signal: AbortSignalLike | undefined): Promise<UpstreamResponse> {
     const target = this.target(url, headers);
     if (!target) return Promise.reject(new UpstreamConnectionError(`not an http(s) URL: ${url}`));
     if (signal?.aborted) return Promise.reject(signal.reason);

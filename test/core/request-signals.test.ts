@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import { RequestSignals } from "../../src/core/request-signals.ts";
+import { RequestSignal, RequestSignals } from "../../src/core/request-signals.ts";
 
 function clientRequest() {
   const client = new AbortController();
@@ -48,7 +48,7 @@ describe("request signals", () => {
     // The sweep reads `request.signal` only when it looks (Bun makes the signal on first access): a client
     // gone before that must still read as gone.
     const signals = new RequestSignals(10_000, 100);
-    let opened: AbortSignal | undefined;
+    let opened: RequestSignal | undefined;
     const server = Bun.serve({
       port: 0,
       async fetch(request) {
@@ -76,5 +76,31 @@ describe("request signals", () => {
     signals.release(signal);
     await Bun.sleep(100);
     expect(signal.aborted).toBe(false);
+  });
+});
+
+describe("request signal", () => {
+  it("calls each listener once when it fires, with its reason set first, and none that was removed", () => {
+    const signal = new RequestSignal();
+    const heard: string[] = [];
+    const removed = () => heard.push("removed");
+    signal.addEventListener("abort", () => heard.push(`first: ${(signal.reason as Error).message}`));
+    signal.addEventListener("abort", removed);
+    signal.addEventListener("abort", () => heard.push("third"));
+    signal.removeEventListener("abort", removed);
+    signal.abort(new Error("client gone"));
+    signal.abort(new Error("again"));
+    expect(signal.aborted).toBe(true);
+    expect(heard).toEqual(["first: client gone", "third"]);
+  });
+
+  it("makes a DOM AbortSignal for fetch that fires with it, or is already aborted", () => {
+    const signal = new RequestSignal();
+    const dom = signal.toAbortSignal();
+    expect(dom.aborted).toBe(false);
+    signal.abort(new DOMException("late", "TimeoutError"));
+    expect(dom.aborted).toBe(true);
+    expect((dom.reason as DOMException).name).toBe("TimeoutError");
+    expect(signal.toAbortSignal().aborted).toBe(true);
   });
 });
