@@ -56,9 +56,11 @@ export function relayChatResponse(body: Record<string, unknown>, ctx: GatewayCon
  * sends it) and needs no escaping; null otherwise (the caller re-serializes).
  */
 function spliceChunkId(data: string, upstreamId: string, requestId: string): string | null {
-  // The compact form every mainstream upstream sends, checked without a regex (this runs per chunk).
+  // The compact form every mainstream upstream sends, checked without a regex (this runs per chunk). The
+  // text after `{"id":"` being the parsed id itself and then a quote means its JSON text has no escape:
+  // each escape is longer than the character it stands for, and an unescaped quote would have ended it.
   const end = COMPACT_HEAD.length + upstreamId.length;
-  if (data.startsWith(COMPACT_HEAD) && data.startsWith(upstreamId, COMPACT_HEAD.length) && data.charCodeAt(end) === QUOTE && isSafeId(upstreamId)) {
+  if (data.startsWith(COMPACT_HEAD) && data.startsWith(upstreamId, COMPACT_HEAD.length) && data.charCodeAt(end) === QUOTE) {
     return COMPACT_HEAD + requestId + data.slice(end);
   }
   const head = LEADING_ID.exec(data);
@@ -71,15 +73,6 @@ function spliceChunkId(data: string, upstreamId: string, requestId: string): str
 const LEADING_ID = /^\{\s*"id"\s*:\s*"([\w.:-]*)"/;
 const COMPACT_HEAD = '{"id":"';
 const QUOTE = 34;
-const SAFE_ID = /^[\w.:-]*$/;
-let lastSafeId = "";
-/** Whether the id's JSON text is the id itself (no escapes); a stream's chunks share one id, checked once. */
-function isSafeId(id: string): boolean {
-  if (id === lastSafeId) return true;
-  if (!SAFE_ID.test(id)) return false;
-  lastSafeId = id;
-  return true;
-}
 
 const DONE: RelayedFrame = { out: "data: [DONE]\n\n", events: [] };
 

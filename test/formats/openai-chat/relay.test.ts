@@ -27,6 +27,11 @@ describe("openai-chat relay (chat client on a chat upstream)", () => {
       const relayed = JSON.parse(out.slice(6));
       expect(relayed).toEqual({ ...chunk, id: REQUEST_ID });
     }
+    // Ids written with escapes in the compact form: the text after `{"id":"` is never the parsed id itself.
+    for (const text of ['{"id":"up\\u0041","model":"gpt-6-luna","choices":[]}', '{"id":"up\\"A","model":"gpt-6-luna","choices":[]}']) {
+      const out = relay.onFrame({ data: text }).out!;
+      expect(JSON.parse(out.slice(6))).toEqual({ ...JSON.parse(text), id: REQUEST_ID });
+    }
   });
 
   it("answers a non-streamed completion with the request id and the client's model", () => {
