@@ -185,7 +185,7 @@ class HeaderMap {
   constructor(private readonly head: string) {}
   get(name: string): string | null {
     const lower = (this.lower ??= this.head.toLowerCase());
-    const needle = "\r\n" + name.toLowerCase() + ":";
+    const needle = headerNeedle(name);
     let value: string | null = null;
     for (let at = lower.indexOf(needle); at >= 0; at = lower.indexOf(needle, at + needle.length)) {
       const start = at + needle.length;
@@ -195,6 +195,14 @@ class HeaderMap {
     }
     return value;
   }
+}
+
+/** `\r\n<name>:` in lower case, per header name the code asks for (a handful: built once each). */
+const needles = new Map<string, string>();
+function headerNeedle(name: string): string {
+  let needle = needles.get(name);
+  if (needle === undefined) needles.set(name, (needle = "\r\n" + name.toLowerCase() + ":"));
+  return needle;
 }
 
 class SocketResponse implements UpstreamResponse {
@@ -649,7 +657,7 @@ export class UpstreamHttpClient {
         else if (exchange.body) exchange.body.fail(signal.reason);
         else exchange.reject(signal.reason);
       };
-      signal.addEventListener("abort", exchange.onAbort, { once: true });
+      signal.addEventListener("abort", exchange.onAbort); // a signal fires once
     }
     let idle = fresh ? undefined : origin.idle.pop();
     while (idle && performance.now() - idle.idleSince >= Math.min(idle.idleLimitMs, this.idleSeconds * 1000)) {

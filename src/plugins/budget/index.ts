@@ -41,6 +41,7 @@ export default definePlugin({
     const timer = setInterval(() => beat().catch((error) => host.log.error("heartbeat failed", { error: String(error) })), config.heartbeat_ms);
     timer.unref?.();
 
+    const plansConfigured = Object.keys(config.plans).length > 0;
     /** The plan cycle in force per account, cached a second (a purchase through this process clears it). */
     const planCache = new Map<string, { cycle: PlanCycle | null; until: number }>();
     async function activePlan(accountId: string, now: number) {
@@ -63,7 +64,7 @@ export default definePlugin({
           modelMaxOutput: model.max_output_tokens,
         };
         const now = host.now();
-        const cycle = Object.keys(config.plans).length > 0 ? await activePlan(key.accountId, now).catch(storeDown) : null;
+        const cycle = plansConfigured ? await activePlan(key.accountId, now).catch(storeDown) : null;
         const plan = cycle ? config.plans[cycle.plan] : undefined;
         const limits = plan ? planLimits(plan, now) : undefined;
         let outputCap: number | undefined;
