@@ -1,7 +1,7 @@
 import { Type, type Static } from "@sinclair/typebox";
 
 export const DEFAULT_DATABASE_URL = "sqlite:./data/gateway.db";
-export const DEFAULT_FLUSH_INTERVAL_MS = 5;
+export const DEFAULT_FLUSH_INTERVAL_MS = 30;
 export const DEFAULT_MAX_BATCH = 512;
 /** Connections of the Postgres store's pool (SQLite has one connection). */
 export const DEFAULT_POOL_SIZE = 20;

@@ -5,14 +5,6 @@ import type { Generation } from "../repository.ts";
 import type { PendingGenerations } from "./pending.ts";
 
 const MAX_RETRY_DELAY_MS = 1000;
-/**
- * Under load the wait between commits grows with the last commit's duration (this many times it, so the
- * fixed part of committing stays near 5% of the event loop): a commit has a fixed cost (~250 µs here: the
- * WAL pages it dirties), which a fuller batch shares among more rows.
- */
-const WAIT_PER_COMMIT_TIME = 20;
-/** ... but never longer than this many flush intervals. */
-const MAX_WAIT_IN_INTERVALS = 6;
 
 /** SQLite errors that say "this row can never be written"; every other failure is retried. */
 function isPermanent(error: unknown): boolean {
@@ -32,8 +24,8 @@ export interface GroupCommitOptions {
 
 /**
  * Group commit of metered generations: queued in `pending` (visible to reads at once), written every
- * `flushIntervalMs` (up to 6 times that under load, see WAIT_PER_COMMIT_TIME) or as soon as `maxBatch`
- * are queued, in transactions of at most `maxBatch`. A failed write keeps the batch and retries with
+ * `flushIntervalMs` or as soon as `maxBatch` are queued, in transactions of at most `maxBatch`. A commit
+ * has a large fixed part (the WAL pages it dirties: ~0.25 ms here), so the interval sets what a row costs. A failed write keeps the batch and retries with
  * backoff; a row the schema refuses is logged whole and set aside so it cannot block the rows behind it.
  */
 export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
@@ -41,9 +33,6 @@ export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, l
   let timer: ReturnType<typeof setTimeout> | null = null;
   let immediate: ReturnType<typeof setImmediate> | null = null;
   let failures = 0;
-  /** The wait before the next commit, from the last commit's duration. */
-  let wait = flushIntervalMs;
-  const maxWait = flushIntervalMs * MAX_WAIT_IN_INTERVALS;
 
   function deadLetter(g: Generation, error: unknown): void {
     log.error("generation rejected by the store; logged here instead", { generation: g, error: String(error) });
@@ -79,9 +68,7 @@ export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, l
     if (stopped || pending.size === 0) return;
     try {
       // One transaction per turn of the event loop: a backlog (a burst, writes resumed after a failure) never stalls it long.
-      const started = performance.now();
       writeQueued(1);
-      wait = Math.min(maxWait, Math.max(flushIntervalMs, (performance.now() - started) * WAIT_PER_COMMIT_TIME));
       if (pending.size > 0) immediate ??= setImmediate(onImmediate);
     } catch (error) {
       failures += 1;
@@ -113,7 +100,7 @@ export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, l
       if (!pending.add(g)) return;
       // A full batch is written at once, unless writes are failing: then the backoff timer paces retries.
       if (pending.size >= maxBatch && failures === 0) immediate ??= setImmediate(onImmediate);
-      else schedule(wait);
+      else schedule(flushIntervalMs);
     },
 
     /** Writes everything queued now; throws UnavailableError (queue kept, retried) when it cannot. */
