@@ -25,8 +25,9 @@ export interface GroupCommitOptions {
 /**
  * Group commit of metered generations: queued in `pending` (visible to reads at once), written every
  * `flushIntervalMs` or as soon as `maxBatch` are queued, in transactions of at most `maxBatch`. A commit
- * has a large fixed part (the WAL pages it dirties: ~0.25 ms here), so the interval sets what a row costs. A failed write keeps the batch and retries with
- * backoff; a row the schema refuses is logged whole and set aside so it cannot block the rows behind it.
+ * has a large fixed part (the WAL pages it dirties: ~0.25 ms here), so the interval sets what a row costs.
+ * A failed write keeps the batch and retries with backoff; a row the schema refuses is logged whole and set
+ * aside so it cannot block the rows behind it.
  */
 export function createGroupCommit({ pending, write, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
