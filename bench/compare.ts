@@ -41,6 +41,8 @@ import {
   f,
   fInt,
   freePort,
+  startBareProxy,
+  startFakeUpstream,
   gatewayEnv,
   installCleanup,
   provisionKey,
@@ -102,14 +104,10 @@ async function main(): Promise<void> {
   installCleanup();
   const tmp = mkdtempSync(join(tmpdir(), "gateway-compare-"));
   try {
-    const upstreamPort = freePort();
-    const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
-    await waitReady(upstream, "/v1/models", false);
+    const upstream = await startFakeUpstream();
     const gateways = [];
     if (options.bare) {
-      const port = freePort();
-      const bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstream.url], process.env, `http://127.0.0.1:${port}`);
-      await waitReady(bare, "/v1/models", false);
+      const bare = await startBareProxy(upstream.url);
       gateways.push({ target: { name: "bare proxy", url: bare.url, key: UPSTREAM_KEY }, pid: bare.proc.pid });
     }
     for (const [i, spec] of options.targets.entries()) {

@@ -100,6 +100,22 @@ export async function waitReady(child: Child, path: string, okOnly: boolean, tim
   throw new Error(`${child.name} not ready after ${timeoutMs} ms:\n${child.output()}`);
 }
 
+/** The fake upstream on a free port, answering. */
+export async function startFakeUpstream(): Promise<Child> {
+  const port = freePort();
+  const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(port)], process.env, `http://127.0.0.1:${port}`);
+  await waitReady(upstream, "/v1/models", false);
+  return upstream;
+}
+
+/** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
+export async function startBareProxy(upstreamUrl: string): Promise<Child> {
+  const port = freePort();
+  const bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], process.env, `http://127.0.0.1:${port}`);
+  await waitReady(bare, "/v1/models", false);
+  return bare;
+}
+
 export function gatewayEnv(port: number, databasePath: string, upstreamUrl: string, extra: Record<string, string> = {}) {
   return {
     ...process.env,

@@ -20,18 +20,15 @@ import { join, relative } from "node:path";
 import { chatBody, streamLoop } from "./stream-client.ts";
 import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
 import {
-  BUN,
   ROOT,
   cannon,
   completedStreams,
-  freePort,
+  startFakeUpstream,
   installCleanup,
   provisionKey,
-  spawnChild,
   startGatewayProcess,
   stopAll,
   stopChild,
-  waitReady,
 } from "./lib.ts";
 
 interface ProfileNode {
@@ -128,21 +125,19 @@ async function main() {
   const top = Number(arg("--top") ?? 25);
   const keyLimits = args.includes("--key-limits");
   const words = Number(arg("--words") ?? 0);
+  const chunkDelayMs = Number(arg("--chunk-delay") ?? 0);
   const model = arg("--model");
   const body = (stream: boolean) => {
     const json = JSON.parse(chatBody({ stream, words, chunkDelayMs }));
     if (model) json.model = model;
     return JSON.stringify(json);
   };
-  const chunkDelayMs = Number(arg("--chunk-delay") ?? 0);
   const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
   const profileDir = join(ROOT, "bench", "profiles");
   mkdirSync(profileDir, { recursive: true });
   const name = `gateway-${stream ? "stream" : "nonstream"}-c${concurrency}.cpuprofile`;
   try {
-    const upstreamPort = freePort();
-    const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
-    await waitReady(upstream, "/v1/models", false);
+    const upstream = await startFakeUpstream();
     // lib.ts gives every gateway REDIS_URL="" (memory): here a REDIS_URL of the environment is meant for the profile.
     const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, { REDIS_URL: process.env.REDIS_URL ?? "" }, [
       "--cpu-prof",

@@ -33,14 +33,13 @@ import {
   provisionKey,
   rssMb,
   signed,
-  spawnChild,
   startGatewayProcess,
   stopAll,
   stopChild,
   streams,
   table,
-  waitReady,
-  freePort,
+  startBareProxy,
+  startFakeUpstream,
   type Child,
   type Goal,
   type NonStreamFigures,
@@ -253,12 +252,8 @@ async function main() {
     let gateway: Child | undefined;
     let gatewayKey = "";
     if (needsProxies) {
-      const upstreamPort = freePort();
-      upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(upstreamPort)], process.env, `http://127.0.0.1:${upstreamPort}`);
-      const barePort = freePort();
-      bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(barePort), "--upstream", upstream.url], process.env, `http://127.0.0.1:${barePort}`);
-      await waitReady(upstream, "/v1/models", false);
-      await waitReady(bare, "/v1/models", false);
+      upstream = await startFakeUpstream();
+      bare = await startBareProxy(upstream.url);
       gateway = await startGatewayProcess("gateway", join(tmp, "bench.db"), upstream.url);
       gatewayKey = await provisionKey(gateway.url);
       log(`upstream ${upstream.url} (pid ${upstream.proc.pid}), bare proxy ${bare.url} (pid ${bare.proc.pid}), gateway ${gateway.url} (pid ${gateway.proc.pid})`);

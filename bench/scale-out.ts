@@ -28,7 +28,7 @@ import { SQL } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { ADMIN_TOKEN, BUN, UPSTREAM_KEY, f, fInt, freePort, installCleanup, log, spawnChild, stopChild, table, waitReady, type Child } from "./lib.ts";
+import { ADMIN_TOKEN, BUN, UPSTREAM_KEY, f, fInt, freePort, startFakeUpstream, installCleanup, log, spawnChild, stopChild, table, waitReady, type Child } from "./lib.ts";
 import { chatBody } from "./stream-client.ts";
 
 export interface ScaleOutOptions {
@@ -267,10 +267,8 @@ export async function runScaleOut(options: ScaleOutOptions = {}): Promise<ScaleO
   try {
     let upstreamUrl = options.upstreamUrl;
     if (!upstreamUrl) {
-      const port = freePort();
-      const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(port)], process.env, `http://127.0.0.1:${port}`);
+      const upstream = await startFakeUpstream();
       started.push(upstream);
-      await waitReady(upstream, "/v1/models", false);
       upstreamUrl = upstream.url;
     }
 
