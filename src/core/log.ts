@@ -6,6 +6,8 @@ export interface Logger {
   /** A request's access line. */
   request(fields: Record<string, unknown>): void;
   child(tag: string): Logger;
+  /** Lines are dropped (GATEWAY_LOG=silent): a caller may skip building them. */
+  readonly quiet?: boolean;
 }
 
 import { writeSync } from "node:fs";
@@ -59,5 +61,6 @@ export function createLogger(tag = "core", options: { silent?: boolean } = {}): 
     error: (message, fields) => write("error", message, fields),
     request: (fields) => write("info", "request", fields),
     child: (child) => createLogger(child, options),
+    quiet,
   };
 }

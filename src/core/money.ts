@@ -26,7 +26,17 @@ export function nanoToUsdString(nano: NanoUsd): string {
   const whole = Math.floor(abs / NANO_PER_USD);
   const frac = abs % NANO_PER_USD;
   let text = String(whole);
-  if (frac !== 0) text += "." + String(frac).padStart(9, "0").replace(/0+$/, "");
+  if (frac !== 0) {
+    // The nine decimals without their trailing zeros (this runs on every answer: the cost header).
+    let digits = frac;
+    let places = 9;
+    while (digits % 10 === 0) {
+      digits /= 10;
+      places--;
+    }
+    const shown = String(digits);
+    text += "." + "00000000".slice(0, places - shown.length) + shown;
+  }
   return negative ? "-" + text : text;
 }
 

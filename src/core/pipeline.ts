@@ -376,6 +376,7 @@ export class Pipeline implements Gateway {
         this.log.error("onComplete failed", { plugin: stage.name, request_id: ctx.requestId, error: String(error) });
       }
     }
+    if (this.log.quiet) return;
     this.log.request({
       request_id: ctx.requestId,
       model: ctx.request.model || null,

@@ -14,6 +14,17 @@ describe("money at the JSON edge", () => {
     for (const nano of samples) expect(nanoToUsd(nano)).toBe(Number(nanoToUsdString(nano)));
   });
 
+  it("nanoToUsdString writes the exact decimal, without trailing zeros, for every magnitude", () => {
+    const reference = (nano: number) => {
+      const abs = BigInt(Math.abs(nano));
+      const frac = (abs % 1_000_000_000n).toString().padStart(9, "0").replace(/0+$/, "");
+      return (nano < 0 ? "-" : "") + (abs / 1_000_000_000n).toString() + (frac ? "." + frac : "");
+    };
+    const samples = [0, 1, -1, 10, 100, 1_000_000_000, 1_000_000_001, 1_500_000_000, 999_999_999, 120_000_000, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER];
+    for (let digits = 1; digits <= 15; digits++) for (let zeros = 0; zeros <= 9; zeros++) samples.push(7 * 10 ** zeros + (digits > zeros ? 3 * 10 ** digits : 0));
+    for (const nano of samples) expect(nanoToUsdString(nano)).toBe(reference(nano));
+  });
+
   it("a decimal amount survives the round trip through nano-USD", () => {
     for (const usd of ["0.000000001", "0.0015", "12.5", "1000000"]) expect(nanoToUsdString(usdToNano(usd))).toBe(usd);
   });

@@ -44,12 +44,14 @@ export default definePlugin({
     const plansConfigured = Object.keys(config.plans).length > 0;
     /** The plan cycle in force per account, cached a second (a purchase through this process clears it). */
     const planCache = new Map<string, { cycle: PlanCycle | null; until: number }>();
-    async function activePlan(accountId: string, now: number) {
+    /** The cached cycle at once (the hot path: no promise, no await); a miss reads the store. */
+    function activePlan(accountId: string, now: number): PlanCycle | null | Promise<PlanCycle | null> {
       const cached = planCache.get(accountId);
       if (cached && cached.until > now) return cached.cycle;
-      const cycle = await store.activePlan(accountId, now);
-      planCache.set(accountId, { cycle, until: now + 1000 });
-      return cycle;
+      return store.activePlan(accountId, now).then((cycle) => {
+        planCache.set(accountId, { cycle, until: now + 1000 });
+        return cycle;
+      });
     }
 
     return {
@@ -64,7 +66,8 @@ export default definePlugin({
           modelMaxOutput: model.max_output_tokens,
         };
         const now = host.now();
-        const cycle = plansConfigured ? await activePlan(key.accountId, now).catch(storeDown) : null;
+        let cycle = plansConfigured ? activePlan(key.accountId, now) : null;
+        if (cycle instanceof Promise) cycle = await cycle.catch(storeDown);
         const plan = cycle ? config.plans[cycle.plan] : undefined;
         const limits = plan ? planLimits(plan, now) : undefined;
         let outputCap: number | undefined;
@@ -77,7 +80,7 @@ export default definePlugin({
           createdAt: ctx.startedAt,
           windows: limits ? Object.fromEntries(Object.entries(limits.windows).map(([name, window]) => [name, window.start])) : undefined,
         };
-        const held = await store.reserve(input, (funds) => {
+        const holding = store.reserve(input, (funds) => {
           let reservation = planReservation(worst, funds);
           if (limits) {
             // All windows together, in the same transaction: the tightest one caps the output or refuses.
@@ -90,7 +93,13 @@ export default definePlugin({
           }
           outputCap = reservation.outputCap;
           return reservation.amount;
-        }).catch(storeDown);
+        });
+        let held: number;
+        try {
+          held = await holding; // no `.catch` promise per request
+        } catch (error) {
+          storeDown(error);
+        }
         ctx.upstreamOutputCap = outputCap;
         ctx.log.reserved_nano = held;
       },

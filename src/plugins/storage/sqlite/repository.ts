@@ -321,8 +321,9 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       if (!closed) commits.flush();
     },
 
-    async reserve(input, decide) {
-      assertOpen();
+    // Not async: the reservation's own promise is returned as is (an async wrapper adds microtask turns per request).
+    reserve(input, decide) {
+      if (closed) return Promise.reject(new UnavailableError("storage is closed"));
       return reservations.reserve(input, decide);
     },
 
