@@ -139,8 +139,9 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     return { credits, debits, balance: credits - debits, paidCredits: row?.paid ?? 0 };
   }
 
+  const closedError = () => new UnavailableError("storage is closed");
   function assertOpen(): void {
-    if (closed) throw new UnavailableError("storage is closed");
+    if (closed) throw closedError();
   }
 
   const repository: Repository = {
@@ -323,7 +324,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     // Not async: the reservation's own promise is returned as is (an async wrapper adds microtask turns per request).
     reserve(input, decide) {
-      if (closed) return Promise.reject(new UnavailableError("storage is closed"));
+      if (closed) return Promise.reject(closedError());
       return reservations.reserve(input, decide);
     },
 
