@@ -19,6 +19,8 @@ export class RequestSignal implements AbortSignalLike {
   reason: unknown = undefined;
   /** Its place in RequestSignals while watched, else -1. */
   slot = -1;
+  /** When the upstream's silence ends the request (performance.now() ms); 0 = no idle clock yet (see RequestSignals.touch). */
+  idleDeadline = 0;
   /** The one listener nearly every request has (the upstream call); any others after it. */
   private listener: (() => void) | undefined;
   private others: (() => void)[] | undefined;
@@ -70,10 +72,25 @@ export class RequestSignals {
   private watched = 0;
   private timer: ReturnType<typeof setInterval> | null = null;
 
+  private readonly idleMs: number;
+  private readonly sweepMs: number;
+
   constructor(
     private readonly timeoutMs: number,
-    private readonly sweepMs = Math.min(100, Math.max(10, Math.floor(timeoutMs / 10))),
-  ) {}
+    /** idleMs: longest silence of an upstream that has started answering (0 = none), see `touch`; sweepMs: how often signals are checked. */
+    options: { idleMs?: number; sweepMs?: number } = {},
+  ) {
+    this.idleMs = options.idleMs ?? 0;
+    this.sweepMs = options.sweepMs ?? Math.min(100, Math.max(10, Math.floor(Math.min(timeoutMs, this.idleMs || timeoutMs) / 10)));
+  }
+
+  /**
+   * The upstream sent something (its headers, a body chunk): its idle clock restarts. A request whose upstream
+   * then stays silent for `idleMs` is aborted with a TimeoutError, as at its deadline. One number per call: no timer.
+   */
+  touch(signal: AbortSignalLike): void {
+    if (this.idleMs > 0 && signal instanceof RequestSignal) signal.idleDeadline = performance.now() + this.idleMs;
+  }
 
   /** A signal for this request; give it back with `release` when the request is over. */
   open(request: Request): RequestSignal {
@@ -116,7 +133,9 @@ export class RequestSignals {
       let reason: unknown;
       if (client.aborted) reason = client.reason;
       else if (now >= this.deadlines[slot]!) reason = new DOMException(`the request took longer than ${this.timeoutMs} ms`, "TimeoutError");
-      else continue;
+      else if (signal.idleDeadline !== 0 && now >= signal.idleDeadline) {
+        reason = new DOMException(`the upstream sent nothing for ${this.idleMs} ms`, "TimeoutError");
+      } else continue;
       this.release(signal);
       signal.abort(reason);
     }

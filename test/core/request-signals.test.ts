@@ -8,7 +8,7 @@ function clientRequest() {
 
 describe("request signals", () => {
   it("a request past its deadline is aborted with a TimeoutError", async () => {
-    const signals = new RequestSignals(60, 10);
+    const signals = new RequestSignals(60, { sweepMs: 10 });
     const signal = signals.open(clientRequest().request);
     expect(signal.aborted).toBe(false);
     await Bun.sleep(120);
@@ -18,7 +18,7 @@ describe("request signals", () => {
   });
 
   it("a client that goes away aborts its request's signal, and no other", async () => {
-    const signals = new RequestSignals(10_000, 10);
+    const signals = new RequestSignals(10_000, { sweepMs: 10 });
     const gone = clientRequest();
     const staying = clientRequest();
     const goneSignal = signals.open(gone.request);
@@ -33,7 +33,7 @@ describe("request signals", () => {
   });
 
   it("a request in the place of a released one is not aborted by the earlier client going away", async () => {
-    const signals = new RequestSignals(10_000, 10);
+    const signals = new RequestSignals(10_000, { sweepMs: 10 });
     const earlier = clientRequest();
     signals.release(signals.open(earlier.request));
     const later = signals.open(clientRequest().request);
@@ -47,7 +47,7 @@ describe("request signals", () => {
   it("sees a client of a real server that left before the first look at its request's signal", async () => {
     // The sweep reads `request.signal` only when it looks (Bun makes the signal on first access): a client
     // gone before that must still read as gone.
-    const signals = new RequestSignals(10_000, 100);
+    const signals = new RequestSignals(10_000, { sweepMs: 100 });
     let opened: RequestSignal | undefined;
     const server = Bun.serve({
       port: 0,
@@ -70,8 +70,25 @@ describe("request signals", () => {
     }
   });
 
+  it("an upstream silent longer than the idle limit after its last touch aborts with a TimeoutError naming the silence", async () => {
+    const signals = new RequestSignals(10_000, { idleMs: 60, sweepMs: 10 });
+    const signal = signals.open(clientRequest().request);
+    await Bun.sleep(100);
+    expect(signal.aborted).toBe(false); // no idle clock before the upstream has started answering
+    signals.touch(signal);
+    for (let i = 0; i < 5; i++) {
+      await Bun.sleep(30);
+      signals.touch(signal); // a chunk every 30 ms keeps it alive
+    }
+    expect(signal.aborted).toBe(false);
+    await Bun.sleep(120);
+    expect(signal.aborted).toBe(true);
+    expect((signal.reason as DOMException).name).toBe("TimeoutError");
+    expect((signal.reason as DOMException).message).toContain("sent nothing for 60 ms");
+  });
+
   it("a released request is no longer aborted by its deadline", async () => {
-    const signals = new RequestSignals(40, 10);
+    const signals = new RequestSignals(40, { sweepMs: 10 });
     const signal = signals.open(clientRequest().request);
     signals.release(signal);
     await Bun.sleep(100);
