@@ -24,7 +24,7 @@ const FAMILIES: { family: string; model: string }[] = [
   { family: "qwen", model: "qwen3.7-plus" },
   { family: "moonshot", model: "kimi-k3" },
   { family: "zai", model: "glm-5.3" },
-  { family: "meta", model: "meta-llama/llama-4-scout-17b-16e-instruct" },
+  { family: "meta", model: "llama-4-scout-17b-16e-instruct" },
 ];
 /** The upstream path each family must reach (checks the routing, not only the answer). */
 const UPSTREAM_PATH: Record<string, RegExp> = {

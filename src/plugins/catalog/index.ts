@@ -74,7 +74,7 @@ export default definePlugin({
           return { object: "list", data };
         });
 
-        // Wildcard: some ids contain "/" (meta-llama/...).
+        // Wildcard: ids carry no "/", but a prefixed one (meta-llama/...) gets model_not_found, not "no such endpoint".
         app.get("/v1/models/*", async function getModel({ request, params }) {
           const principal = await auth.authenticate((request as Request).headers);
           const id = decodeId(String(params["*"] ?? ""));

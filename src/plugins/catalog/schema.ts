@@ -56,8 +56,14 @@ export const CapabilitiesSchema = Type.Object(
 /** One model of catalog.yaml. */
 export const CatalogEntrySchema = Type.Object(
   {
-    /** What clients send in `model`: verbatim, case-sensitive, no provider prefix. */
-    id: Type.String({ pattern: "^\\S+$" }),
+    /**
+     * What clients send in `model`: verbatim, case-sensitive, no provider prefix (spec), so no "/":
+     * a vendor's prefixed name (meta-llama/...) belongs in `upstream_model`.
+     */
+    id: Type.String({
+      pattern: "^[^\\s/]+$",
+      description: 'an id without spaces or "/" (ids carry no provider prefix; put the vendor\'s prefixed name in upstream_model)',
+    }),
     name: Type.String({ minLength: 1 }),
     /** Who makes the model; shown as `owned_by`. */
     family: Name,

@@ -23,7 +23,7 @@ const TABLE_A = [
   "gemini-2.5-flash-lite", "deepseek-flash", "deepseek-v4-pro", "grok-4.7", "grok-4.3", "grok-build-0.1",
   "mistral-large-2512", "mistral-medium-latest", "mistral-small-2603", "codestral-2508", "devstral-2512",
   "qwen3.7-max", "qwen3.7-plus", "qwen3-max", "qwen3-coder-plus", "kimi-k3", "glm-5.3",
-  "meta-llama/llama-4-maverick-17b-128e-instruct", "meta-llama/llama-4-scout-17b-16e-instruct",
+  "llama-4-maverick-17b-128e-instruct", "llama-4-scout-17b-16e-instruct",
 ];
 
 describe("catalog.yaml", () => {
@@ -45,11 +45,18 @@ describe("catalog.yaml", () => {
   it("routes every model to a provider and an upstream model name", () => {
     for (const m of catalog.all()) {
       expect(m.provider).toMatch(/^[a-z]+$/);
-      expect(m.upstream_model).toBe(m.id);
+      // Groq names the Llama models with their vendor's prefix; our ids carry none.
+      expect(m.upstream_model).toBe(m.family === "meta" ? `meta-llama/${m.id}` : m.id);
       expect(m.max_output_tokens).toBeLessThanOrEqual(m.context_length);
     }
     expect(model("gemini-4-carbon").provider).toBe("gemini");
-    expect(model("meta-llama/llama-4-scout-17b-16e-instruct").provider).toBe("groq");
+    expect(model("llama-4-scout-17b-16e-instruct").provider).toBe("groq");
+  });
+
+  it("has no id with a provider prefix: no id contains a slash", () => {
+    for (const m of catalog.all()) expect(m.id).not.toContain("/");
+    expect(catalog.get("meta-llama/llama-4-scout-17b-16e-instruct")).toBeUndefined();
+    expect(catalog.suggest("meta-llama/llama-4-scout-17b-16e-instruct")).toBe("llama-4-scout-17b-16e-instruct");
   });
 
   it("looks ids up exactly and case-sensitively", () => {
@@ -78,7 +85,7 @@ describe("pricesFor", () => {
   });
 
   it("bills cache tokens as input where the provider has no cache price", () => {
-    const llama = catalog.pricesFor(model("meta-llama/llama-4-scout-17b-16e-instruct"), 10, TODAY);
+    const llama = catalog.pricesFor(model("llama-4-scout-17b-16e-instruct"), 10, TODAY);
     expect(llama).toEqual({ input: 110, output: 340, cacheRead: 110, cacheWrite: 110 });
     expect(catalog.pricesFor(model("gemini-4-hydrogen"), 10, TODAY).cacheWrite).toBe(1500);
   });
@@ -232,6 +239,15 @@ describe("loadCatalog validation", () => {
     expect(loadError({ ...good, price_changes: [dup, dup] })).toContain("price_changes[1].from: 2027-01-01 is not after");
     const earlier = { ...dup, from: "2026-12-01" };
     expect(loadError({ ...good, price_changes: [dup, earlier] })).toContain("price_changes[1].from");
+  });
+
+  it("rejects an id with a provider prefix or a space, and keeps a prefixed upstream_model", () => {
+    const prefixed = loadError({ ...good, id: "meta-llama/test-model" });
+    expect(prefixed).toContain('model "meta-llama/test-model": id:');
+    expect(prefixed).toContain("no provider prefix");
+    expect(loadError({ ...good, id: "test model" })).toContain("id:");
+    const c = parseCatalog(JSON.stringify({ models: [{ ...good, upstream_model: "vendor/test-model" }] }), "inline.yaml");
+    expect(c.get("test-model")!.upstream_model).toBe("vendor/test-model");
   });
 
   it("names an entry without an id by its position", () => {

@@ -15,7 +15,7 @@ import {
 } from "../../../src/core/errors.ts";
 import type { Principal } from "../../../src/plugins/auth/principal.ts";
 
-const KEYS: Record<string, string[] | null> = { "sk-all": null, "sk-two": ["gpt-6-luna", "meta-llama/llama-4-scout-17b-16e-instruct"] };
+const KEYS: Record<string, string[] | null> = { "sk-all": null, "sk-two": ["gpt-6-luna", "llama-4-scout-17b-16e-instruct"] };
 
 function principal(models: string[] | null): Principal {
   return { accountId: "acct", key: { models } } as unknown as Principal;
@@ -70,14 +70,15 @@ describe("catalog plugin", () => {
   });
 
   it("sets ctx.model and the target for a known model", () => {
-    const ctx = context("meta-llama/llama-4-scout-17b-16e-instruct");
+    const ctx = context("llama-4-scout-17b-16e-instruct");
     instance.onRequest!(ctx);
-    expect(ctx.model?.id).toBe("meta-llama/llama-4-scout-17b-16e-instruct");
+    expect(ctx.model?.id).toBe("llama-4-scout-17b-16e-instruct");
+    // The id carries no provider prefix; the upstream's own name keeps Groq's.
     expect(ctx.target).toEqual({ provider: "groq", upstreamModel: "meta-llama/llama-4-scout-17b-16e-instruct" });
   });
 
   it("rejects ids with another case or a provider prefix as unknown models", () => {
-    for (const id of ["openai/gpt-6-luna", "GPT-6-LUNA"]) {
+    for (const id of ["openai/gpt-6-luna", "GPT-6-LUNA", "meta-llama/llama-4-scout-17b-16e-instruct"]) {
       let thrown: unknown;
       try {
         instance.onRequest!(context(id));
@@ -89,7 +90,7 @@ describe("catalog plugin", () => {
       expect(error.code).toBe("model_not_found");
       expect(error.param).toBe("model");
       expect(error.message).toStartWith(`The model \`${id}\` does not exist. Model ids are case-sensitive`);
-      expect(error.message).toContain("Did you mean `gpt-6-luna`?");
+      expect(error.message).toContain(`Did you mean \`${id.startsWith("meta-llama/") ? "llama-4-scout-17b-16e-instruct" : "gpt-6-luna"}\`?`);
     }
   });
 
@@ -122,19 +123,23 @@ describe("GET /v1/models", () => {
 
   it("lists only the key's allowlist", async () => {
     const { body } = await get("/v1/models", "sk-two");
-    expect(body.data.map((m: { id: string }) => m.id)).toEqual(["gpt-6-luna", "meta-llama/llama-4-scout-17b-16e-instruct"]);
+    expect(body.data.map((m: { id: string }) => m.id)).toEqual(["gpt-6-luna", "llama-4-scout-17b-16e-instruct"]);
   });
 });
 
 describe("GET /v1/models/:id", () => {
-  it("returns one model, ids with a slash included", async () => {
+  it("returns one model; a provider-prefixed id is model_not_found, slashed or encoded", async () => {
     const plain = await get("/v1/models/gpt-6-luna", "sk-two");
     expect(plain.status).toBe(200);
     expect(plain.body.id).toBe("gpt-6-luna");
-    const slashed = await get("/v1/models/meta-llama/llama-4-scout-17b-16e-instruct", "sk-two");
-    expect(slashed.body.id).toBe("meta-llama/llama-4-scout-17b-16e-instruct");
-    const encoded = await get("/v1/models/meta-llama%2Fllama-4-scout-17b-16e-instruct", "sk-two");
-    expect(encoded.body.id).toBe("meta-llama/llama-4-scout-17b-16e-instruct");
+    const llama = await get("/v1/models/llama-4-scout-17b-16e-instruct", "sk-two");
+    expect(llama.status).toBe(200);
+    expect(llama.body.id).toBe("llama-4-scout-17b-16e-instruct");
+    for (const path of ["/v1/models/meta-llama/llama-4-scout-17b-16e-instruct", "/v1/models/meta-llama%2Fllama-4-scout-17b-16e-instruct"]) {
+      const prefixed = await get(path, "sk-two");
+      expect(prefixed.status).toBe(404);
+      expect(prefixed.body.error.code).toBe("model_not_found");
+    }
   });
 
   it("answers 404 model_not_found for unknown or disallowed models", async () => {
