@@ -19,8 +19,11 @@ export function usdPerMillionToNanoPerToken(perMillion: number | string): NanoUs
   return decimalToScaledInteger(text, 3, "price per million tokens");
 }
 
-/** Exact decimal string of a nano-USD amount: 1500000 -> "0.0015". */
+/** Exact decimal string of a nano-USD amount: 1500000 -> "0.0015". Any integer magnitude prints in plain digits. */
 export function nanoToUsdString(nano: NanoUsd): string {
+  // Past 2^53 the float arithmetic below is inexact and String() of a whole >= 1e21 is exponent notation
+  // ("$5e+293.13"): such figures (a stored key limit, a sum) go through BigInt. Not on the hot path.
+  if (!Number.isSafeInteger(nano)) return bigNanoToUsdString(nano);
   const negative = nano < 0;
   const abs = Math.abs(nano);
   const whole = Math.floor(abs / NANO_PER_USD);
@@ -38,6 +41,14 @@ export function nanoToUsdString(nano: NanoUsd): string {
     text += "." + "00000000".slice(0, places - shown.length) + shown;
   }
   return negative ? "-" + text : text;
+}
+
+function bigNanoToUsdString(nano: number): string {
+  if (!Number.isFinite(nano)) return String(nano);
+  const big = BigInt(Math.trunc(nano)); // an unsafe double is always an integer; a fraction of a nano-USD is dropped
+  const abs = big < 0n ? -big : big;
+  const frac = (abs % 1_000_000_000n).toString().padStart(9, "0").replace(/0+$/, "");
+  return (big < 0n ? "-" : "") + (abs / 1_000_000_000n).toString() + (frac ? "." + frac : "");
 }
 
 /**
