@@ -39,10 +39,21 @@ export interface GatewayContext {
   target?: Target;
   /** The body sent upstream. Writer: the provider; `onUpstreamRequest` hooks may rewrite it. */
   upstreamBody?: Record<string, unknown>;
-  /** A cap on generated tokens for a client that set none (what the funds can pay). Writer: budget; read by providers. */
+  /**
+   * The output tokens the budget's hold assumed (the client's max_tokens, or what the funds can pay up to the
+   * model's maximum): always sent upstream, so an honest upstream never bills more than was held.
+   * Writer: budget; read by providers and metering.
+   */
   upstreamOutputCap?: number;
-  /** Writer: the core, from the upstream's answer (metering may estimate it for a stream cut short). */
+  /** Nano-USD held for this request (absent: no budget plugin, no cap on the debit). Writer: budget; read by metering. */
+  heldNano?: NanoUsd;
+  /**
+   * Writer: the core, from the upstream's answer; undefined when the upstream reported no usage (metering
+   * then bills the counted text, and estimates it for a stream cut short).
+   */
   usage?: Usage;
+  /** The output text of a non-streamed answer whose upstream reported no usage (metering counts it). Writer: the core. */
+  answerText?: string;
   /**
    * The id of the answer as the client got it, when it is not the request id and the request may be
    * looked up by it (a relayed Responses answer). Chat completions carry the request id itself, like
