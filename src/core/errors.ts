@@ -1,3 +1,5 @@
+import { redact } from "./secrets.ts";
+
 /**
  * Typed gateway errors. Each carries the HTTP status, a stable `code` clients branch on and the
  * error `type` of the OpenAI/spec shape. Wire formats map them in one place each (see `errorBody`
@@ -66,9 +68,9 @@ export function asGatewayError(error: unknown): GatewayError {
   return new GatewayError("internal error", { cause: error });
 }
 
-/** The OpenAI / spec error body: `{error:{message, type, code, param}}`. */
+/** The OpenAI / spec error body: `{error:{message, type, code, param}}`, secrets masked (an upstream's message may echo its key). */
 export function errorBody(error: GatewayError) {
-  return { error: { message: error.message, type: error.type, code: error.code, param: error.param ?? null } };
+  return { error: { message: redact(error.message), type: error.type, code: error.code, param: error.param ?? null } };
 }
 
 /** Builds the HTTP response for an error in the OpenAI / spec shape. */

@@ -6,11 +6,17 @@ export interface Logger {
   /** A request's access line. */
   request(fields: Record<string, unknown>): void;
   child(tag: string): Logger;
+  /**
+   * A warning written unredacted: only for a secret the operator must see once, on purpose (the admin token
+   * generated at the first start). Absent in a logger that does not redact.
+   */
+  reveal?(message: string, fields: Record<string, unknown>): void;
   /** Lines are dropped (GATEWAY_LOG=silent): a caller may skip building them. */
   readonly quiet?: boolean;
 }
 
 import { writeSync } from "node:fs";
+import { REDACTED, redact } from "./secrets.ts";
 
 const silent = process.env.GATEWAY_LOG === "silent";
 
@@ -49,17 +55,47 @@ process.on("exit", () => {
   gathered = "";
 });
 
-export function createLogger(tag = "core", options: { silent?: boolean } = {}): Logger {
+/** Drizzle's failed-query errors end their message with the bound values ("params: …"): key hashes, names, ids. */
+const QUERY_PARAMS = /(\\nparams: )(?:[^"\\]|\\[^n])*/g;
+/** A SHA-256 in hex: what the store keeps of a client key and of the admin token. */
+const SHA256_HEX = /\b[0-9a-f]{64}\b/g;
+
+/**
+ * A diagnostic line (not an access line) as it may be written: secrets masked, and what error texts carry of
+ * the store's data, bound query values and key hashes, left out. These lines are rare: a regex or two is fine.
+ */
+function scrubDiagnostic(line: string): string {
+  let out = redact(line);
+  if (out.includes("params: ")) out = out.replace(QUERY_PARAMS, `$1${REDACTED}`);
+  return out.replace(SHA256_HEX, REDACTED);
+}
+
+export interface LoggerOptions {
+  silent?: boolean;
+  /** Where lines go (each a JSON object and a newline); default stdout, gathered per turn of the event loop. */
+  sink?: (line: string) => void;
+}
+
+export function createLogger(tag = "core", options: LoggerOptions = {}): Logger {
   const quiet = options.silent ?? silent;
+  const out = options.sink ?? emit;
   function write(level: string, message: string, fields?: Record<string, unknown>) {
     if (quiet) return;
-    emit(JSON.stringify({ time: new Date().toISOString(), level, tag, message, ...fields }) + "\n");
+    out(scrubDiagnostic(JSON.stringify({ time: new Date().toISOString(), level, tag, message, ...fields })) + "\n");
   }
   return {
     info: (message, fields) => write("info", message, fields),
     warn: (message, fields) => write("warn", message, fields),
     error: (message, fields) => write("error", message, fields),
-    request: (fields) => write("info", "request", fields),
+    // The access line, once per request: only the substring searches of `redact` (no regex unless a key shape is there).
+    request(fields) {
+      if (quiet) return;
+      out(redact(JSON.stringify({ time: new Date().toISOString(), level: "info", tag, message: "request", ...fields })) + "\n");
+    },
+    reveal(message, fields) {
+      if (quiet) return;
+      out(JSON.stringify({ time: new Date().toISOString(), level: "warn", tag, message, ...fields }) + "\n");
+    },
     child: (child) => createLogger(child, options),
     quiet,
   };

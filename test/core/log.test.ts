@@ -1,4 +1,6 @@
 import { describe, expect, it } from "bun:test";
+import { createLogger } from "../../src/core/log.ts";
+import { registerSecret } from "../../src/core/secrets.ts";
 
 const LOG_MODULE = new URL("../../src/core/log.ts", import.meta.url).pathname;
 
@@ -33,5 +35,43 @@ describe("log lines", () => {
   it("more than 64 KB in one turn: nothing lost", async () => {
     const lines = await childLines(`for (let i = 0; i < 2000; i++) log.request({ n: i, pad: "x".repeat(100) });`);
     expect(lines.map((l) => l.n)).toEqual(Array.from({ length: 2000 }, (_, i) => i));
+  });
+});
+
+describe("log redaction", () => {
+  function captured() {
+    const lines: string[] = [];
+    return { lines, log: createLogger("test", { silent: false, sink: (line) => void lines.push(line) }) };
+  }
+
+  it("masks registered secrets and key shapes in every line, access lines included", () => {
+    registerSecret("log-test-provider-key");
+    const { lines, log } = captured();
+    log.error("upstream said", { error: "Incorrect API key provided: log-test-provider-key" });
+    log.request({ note: "Bearer abcdefghijklmnop", key: "sk-gw-" + "x".repeat(40) });
+    expect(lines.join("")).not.toContain("log-test-provider-key");
+    expect(lines.join("")).not.toContain("abcdefghijklmnop");
+    expect(lines.join("")).not.toContain("x".repeat(40));
+    expect(lines.every((line) => JSON.parse(line).tag === "test")).toBe(true);
+  });
+
+  it("drops a failed query's bound values and any SHA-256 from diagnostic lines", () => {
+    const hash = "ab".repeat(32);
+    const { lines, log } = captured();
+    const error = new Error(`Failed query: select * from api_keys where key_hash = ?\nparams: ${hash},"name"`);
+    log.error("store failed", { error: String(error.stack), hash });
+    const line = JSON.parse(lines[0]!);
+    expect(lines[0]).not.toContain(hash);
+    expect(line.error).toContain("Failed query: select * from api_keys where key_hash = ?\nparams: [redacted]\n");
+    expect(line.error).toContain("    at ");
+  });
+
+  it("writes a revealed line as it is (the admin token shown once)", () => {
+    const token = "gwadm-" + "0123456789abcdef".repeat(3);
+    const { lines, log } = captured();
+    log.reveal!("generated an admin token", { admin_token: token });
+    log.info("again", { admin_token: token });
+    expect(JSON.parse(lines[0]!).admin_token).toBe(token);
+    expect(lines[1]).not.toContain(token);
   });
 });

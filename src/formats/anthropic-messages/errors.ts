@@ -1,4 +1,5 @@
 import type { GatewayError } from "../../core/errors.ts";
+import { redact } from "../../core/secrets.ts";
 
 /** Anthropic's error type for an HTTP status (wire reference B.8 / E.12). */
 export function anthropicErrorType(status: number): string {
@@ -29,10 +30,10 @@ export function anthropicErrorType(status: number): string {
 
 /**
  * The Anthropic error object, plus our stable `code` (an extra field the SDKs ignore) so clients can
- * branch on insufficient_balance, model_not_allowed ... whatever the format.
+ * branch on insufficient_balance, model_not_allowed ... whatever the format. Secrets in the message are masked.
  */
 export function anthropicErrorObject(error: GatewayError): { type: string; message: string; code: string } {
-  return { type: anthropicErrorType(error.status), message: error.message, code: error.code };
+  return { type: anthropicErrorType(error.status), message: redact(error.message), code: error.code };
 }
 
 /** The HTTP error answer: `{type:"error", error:{type, message, code}, request_id}`. */

@@ -4,6 +4,7 @@ import { UpstreamError } from "../../core/errors.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import { ZERO_USAGE, type Usage } from "../canonical.ts";
 import { anthropicStreamErrorFrame } from "./errors.ts";
+import { redact } from "../../core/secrets.ts";
 import { isWrappedSignature } from "./signature.ts";
 import { createMessagesStreamDecoder, frameType } from "./stream-decoder.ts";
 import { readMessagesUsage } from "./usage.ts";
@@ -57,6 +58,7 @@ export function relayMessagesResponse(body: Record<string, unknown>, ctx: Gatewa
 /**
  * Relays Anthropic frames as they came, always with their `event:` line (the SDK dispatches on it),
  * rewriting only message_start's model; reads usage, deltas and the finish for plugins and metering.
+ * An `error` event, or a frame that is not a JSON object, may echo the upstream's key: those (never the others) are redacted.
  */
 export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
@@ -67,11 +69,12 @@ export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
       try {
         data = JSON.parse(frame.data);
       } catch {
-        return { out: sseText(frame.event, frame.data), events: [] };
+        return { out: sseText(frame.event, redact(frame.data)), events: [] };
       }
-      if (!data || typeof data !== "object") return { out: sseText(frame.event, frame.data), events: [] };
+      if (!data || typeof data !== "object") return { out: sseText(frame.event, redact(frame.data)), events: [] };
       const type = frameType(frame, data);
       const events = decoder.decodeData(type, data);
+      if (type === "error") return { out: sseText(type, redact(frame.data)), events };
       if (type === "message_start" && data.message && data.message.model !== clientModel) {
         data.message.model = clientModel;
         return { out: sseText(type, JSON.stringify(data)), events };

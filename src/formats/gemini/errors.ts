@@ -1,4 +1,5 @@
 import type { GatewayError } from "../../core/errors.ts";
+import { redact } from "../../core/secrets.ts";
 
 /** Google RPC status -> HTTP status (wire reference D.5). */
 const HTTP_BY_STATUS: Record<string, number> = {
@@ -76,9 +77,9 @@ export function readGeminiUpstreamError(status: number, text: string): { message
   };
 }
 
-/** A gateway error in Gemini's body shape. */
+/** A gateway error in Gemini's body shape, secrets in the message masked. */
 export function geminiErrorBody(error: GatewayError): { error: Required<GeminiErrorObject> } {
-  return { error: { code: error.status, message: error.message, status: googleStatusFor(error.status) } };
+  return { error: { code: error.status, message: redact(error.message), status: googleStatusFor(error.status) } };
 }
 
 /** A gateway error as a Gemini SSE frame (a `data:` line holding the error body, as Gemini sends it). */

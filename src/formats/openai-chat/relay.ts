@@ -1,6 +1,7 @@
 import type { GatewayContext } from "../../core/context.ts";
 import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
+import { redact } from "../../core/secrets.ts";
 import type { FinishReason, StreamEvent, Usage } from "../canonical.ts";
 
 interface ChatUsage {
@@ -84,7 +85,10 @@ const FINISH: Record<string, FinishReason> = {
   content_filter: "content_filter",
 };
 
-/** Relays chat chunks as they came; reads usage, deltas and finish; drops the usage chunk the client did not ask for. */
+/**
+ * Relays chat chunks as they came; reads usage, deltas and finish; drops the usage chunk the client did not ask for.
+ * An error chunk, or a frame that is not JSON, may echo the upstream's key: those (never the others) are redacted.
+ */
 export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
   const keepUsage = ctx.request.clientWantsStreamUsage;
@@ -97,12 +101,12 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
       try {
         chunk = JSON.parse(frame.data);
       } catch {
-        return { out: `data: ${frame.data}\n\n`, events: [] };
+        return { out: `data: ${redact(frame.data)}\n\n`, events: [] };
       }
       const events: StreamEvent[] = [];
       if (chunk.error) {
         events.push({ type: "error", message: String(chunk.error.message ?? "upstream stream error") });
-        return { out: `data: ${frame.data}\n\n`, events };
+        return { out: `data: ${redact(frame.data)}\n\n`, events };
       }
       if (!started) {
         started = true;

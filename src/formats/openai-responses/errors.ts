@@ -1,5 +1,6 @@
 import type { GatewayError } from "../../core/errors.ts";
 import { sseFrame } from "../../core/sse.ts";
+import { redact } from "../../core/secrets.ts";
 
 /**
  * The `response.error.code` Codex branches on (wire reference C.6, E.12): context_length_exceeded and
@@ -17,8 +18,9 @@ export function failedCode(info: { status?: number; code?: string; message: stri
   return code && code !== "upstream_error" && code !== "internal_error" ? code : "server_error";
 }
 
-/** The message of a failed response; rate limits say when to retry ("try again in Ns"), as Codex parses it. */
-export function failedMessage(message: string, code: string, retryAfterSeconds?: string): string {
+/** The message of a failed response, secrets masked; rate limits say when to retry ("try again in Ns"), as Codex parses it. */
+export function failedMessage(unsafe: string, code: string, retryAfterSeconds?: string): string {
+  const message = redact(unsafe);
   if (code !== "rate_limit_exceeded" || /try again in/i.test(message)) return message;
   const seconds = Number(retryAfterSeconds);
   return `${message.replace(/[.\s]*$/, ".")} Please try again in ${Number.isFinite(seconds) && seconds > 0 ? seconds : 1}s.`;
@@ -33,7 +35,7 @@ export function responsesStreamErrorFrame(error: GatewayError): string {
   return failedFrame(code, failedMessage(error.message, code, error.headers?.["retry-after"]), 0);
 }
 
-/** A `response.failed` SSE frame with the error inside `response.error`, where Codex reads it (F.36). */
+/** A `response.failed` SSE frame with the error inside `response.error`, where Codex reads it (F.36); secrets masked. */
 export function failedFrame(code: string, message: string, sequence: number, response?: Record<string, unknown>): string {
   const event = {
     type: "response.failed",
@@ -46,7 +48,7 @@ export function failedFrame(code: string, message: string, sequence: number, res
       usage: null,
       ...response,
       status: "failed",
-      error: { code, message },
+      error: { code, message: redact(message) },
       incomplete_details: null,
     },
   };

@@ -6,6 +6,7 @@ import { ZERO_USAGE } from "../canonical.ts";
 import { createResponsesEventReader } from "./events.ts";
 import { readResponsesUsage } from "./usage.ts";
 import { failedFrame } from "./errors.ts";
+import { redact } from "../../core/secrets.ts";
 
 /**
  * The upstream body for a Responses client on a Responses upstream (OpenAI): the client's body with the
@@ -35,6 +36,8 @@ export function relayResponsesResponse(body: Record<string, unknown>, ctx: Gatew
  * the terminal event for metering and plugins. Only the lifecycle events that carry the response object
  * are rewritten, and only when the upstream names the model differently from the client. A stream that
  * ends without a terminal event gets a `response.failed`, so the client knows (Codex retries it).
+ * A failure event (`response.failed`, `error`), or a frame that is not JSON, may echo the upstream's key: those
+ * (never the others) are redacted.
  */
 export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
@@ -46,19 +49,21 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
       try {
         event = JSON.parse(frame.data);
       } catch {
-        return { out: sseFrame(frame.data, frame.event), events: [] };
+        return { out: sseFrame(redact(frame.data), frame.event), events: [] };
       }
       if (typeof event?.sequence_number === "number") lastSequence = event.sequence_number;
       const events = reader.read(event);
       const response = event?.response;
+      let data = frame.data;
       if (response && typeof response === "object") {
         if (typeof response.id === "string") ctx.responseId = response.id;
         if (response.model !== undefined && response.model !== clientModel) {
           response.model = clientModel;
-          return { out: sseFrame(JSON.stringify(event), frame.event), events };
+          data = JSON.stringify(event);
         }
       }
-      return { out: sseFrame(frame.data, frame.event), events };
+      if (event?.type === "response.failed" || event?.type === "error") data = redact(data);
+      return { out: sseFrame(data, frame.event), events };
     },
     end(): RelayedFrame {
       if (reader.finished || ctx.signal.aborted) return { out: null, events: [] };

@@ -2,6 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import type { StreamEncoder } from "../../../core/format.ts";
 import type { FinishReason, StreamEvent, Usage } from "../../canonical.ts";
 import { anthropicErrorType } from "../errors.ts";
+import { redact } from "../../../core/secrets.ts";
 import { toAnthropicToolId } from "../ids.ts";
 import { writeMessagesUsage } from "../usage.ts";
 import { messageIdFor, stopReasonFor } from "./encode-response.ts";
@@ -174,7 +175,7 @@ export function createMessagesStreamEncoder(ctx: GatewayContext): StreamEncoder 
         return start() + settle();
       case "error": {
         closed = true;
-        const error = { type: anthropicErrorType(event.status ?? 502), message: event.message, ...(event.code ? { code: event.code } : {}) };
+        const error = { type: anthropicErrorType(event.status ?? 502), message: redact(event.message), ...(event.code ? { code: event.code } : {}) };
         return frame("error", { type: "error", error });
       }
     }

@@ -1,6 +1,7 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { StreamEncoder } from "../../../core/format.ts";
 import type { StreamEvent, Usage } from "../../canonical.ts";
+import { redact } from "../../../core/secrets.ts";
 import { finishToChat } from "./finish.ts";
 import { chatUsage } from "./response.ts";
 
@@ -73,7 +74,7 @@ export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
         return start() + chunk({}, finishToChat(event.finishReason, toolIndex.size > 0));
       case "error":
         failed = true;
-        return frame({ error: { message: event.message, type: errorType(event.status), code: event.code ?? "upstream_error" } });
+        return frame({ error: { message: redact(event.message), type: errorType(event.status), code: event.code ?? "upstream_error" } });
       default:
         return ""; // reasoning signatures cannot be expressed in chat
     }
