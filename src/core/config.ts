@@ -13,6 +13,10 @@ export const ServerConfigSchema = Type.Object({
   max_body_bytes: Type.Integer({ minimum: 1, default: 50 * 1024 * 1024 }),
   /** Longest upstream call, streams included (spec: streams up to 10 minutes). */
   upstream_timeout_ms: Type.Integer({ minimum: 1, default: 600_000 }),
+  /** Longest silence of an upstream once it has started answering (headers sent); 0 = none. Reasoning models may think for minutes. */
+  upstream_idle_timeout_ms: Type.Integer({ minimum: 0, default: 300_000 }),
+  /** Request body bytes being received at once, all requests together; past it a request answers 503 with retry-after. */
+  max_body_bytes_in_flight: Type.Integer({ minimum: 1, default: 256 * 1024 * 1024 }),
   /** How long a graceful stop waits for in-flight requests. */
   drain_timeout_ms: Type.Integer({ minimum: 0, default: 30_000 }),
   /** After traffic, this long without a new request triggers one full GC that hands memory back (0 = never). */

@@ -4,13 +4,14 @@ import type { Logger } from "./log.ts";
 import type { ServerConfig } from "./config.ts";
 import {
   GatewayError,
-  InvalidRequestError,
-  PayloadTooLargeError,
   ProviderUnavailableError,
   UpstreamError,
   UpstreamHttpError,
+  UpstreamTimeoutError,
   asGatewayError,
 } from "./errors.ts";
+import type { CanonicalResponse } from "../formats/canonical.ts";
+import { RequestBodies } from "./request-body.ts";
 import { SseSplitter, type SseFrame } from "./sse.ts";
 import { assertTranslatable, crossesFormats } from "./translate.ts";
 import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
@@ -38,6 +39,8 @@ export class Pipeline implements Gateway {
   private active = 0;
   private receivedCount = 0;
   private readonly requestStages: Stage[];
+  private readonly headerStages: Stage[];
+  private readonly bodies: RequestBodies;
   private readonly providers = new Map<string, Provider>();
   private readonly upstreamHooks: Stage[];
   private readonly responseHooks: Stage[];
@@ -52,7 +55,9 @@ export class Pipeline implements Gateway {
     private readonly now: () => number = Date.now,
   ) {
     this.requestStages = stages;
-    this.signals = new RequestSignals(server.upstream_timeout_ms);
+    this.headerStages = stages.filter((s) => s.instance.onHeaders);
+    this.bodies = new RequestBodies(server.max_body_bytes, server.max_body_bytes_in_flight);
+    this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
     this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
     this.responseHooks = stages.filter((s) => s.instance.onResponse).reverse();
     this.streamHooks = stages.filter((s) => s.instance.onStreamEvent).reverse();
@@ -93,7 +98,12 @@ export class Pipeline implements Gateway {
     let reached = 0;
     let streaming = false;
     try {
-      ctx.body = await readJsonBody(request, this.server.max_body_bytes);
+      // Who is asking, from the headers alone: no byte of the body is read for a caller that is refused.
+      for (const stage of this.headerStages) {
+        const pending = stage.instance.onHeaders!(ctx);
+        if (pending) await pending;
+      }
+      ctx.body = await this.bodies.readJson(request);
       ctx.request = ingress.decodeRequest(ctx.body);
       for (const stage of this.requestStages) {
         reached++;
@@ -114,11 +124,15 @@ export class Pipeline implements Gateway {
       if (!(thrown instanceof GatewayError)) {
         this.log.error("unexpected error", { request_id: ctx.requestId, error: String((thrown as Error)?.stack ?? thrown) });
       }
-      await this.complete(ctx, failure(error), reached);
+      await this.complete(ctx, clientLeft(ctx) ? { status: "cancelled" } : failure(error), reached);
       return ingress.errorResponse(error, { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId });
     } finally {
       if (!streaming) this.leave();
     }
+  }
+
+  readJson(request: Request): Promise<Record<string, unknown>> {
+    return this.bodies.readJson(request);
   }
 
   private createContext(request: Request, ingress: WireFormat): GatewayContext {
@@ -155,27 +169,27 @@ export class Pipeline implements Gateway {
       response = await provider.send(ctx, ctx.upstreamBody, format);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
+      if (ctx.signal.aborted) throw abortError(ctx);
+      if (error instanceof RangeError) throw asGatewayError(error); // the client's body too deep to serialize: a 400
       throw new UpstreamError(`upstream ${target.provider} could not be reached: ${(error as Error).message}`, { cause: error });
     }
+    this.signals.touch(ctx.signal); // the upstream answered: from now on its silence is timed
     if (!response.ok) throw await upstreamFailure(response, format, target.provider);
     return { response, format };
   }
 
   private async relayResponse(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
-    const text = await upstream.response.text();
+    const text = await this.readAnswer(ctx, upstream);
     ctx.firstTokenMono = performance.now();
-    let body: Record<string, unknown>;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new UpstreamError(`upstream ${ctx.target!.provider} answered with a body that is not JSON`);
-    }
+    const body = parseAnswer(ctx, text);
     const format = upstream.format;
-    const translated = crossesFormats(ctx, format) ? format.translation!.decodeResponse(body) : undefined;
+    const translated = crossesFormats(ctx, format) ? decodeAnswer(ctx, format, body) : undefined;
     // A translated answer's id is made from the request id: only a relayed one may keep its own.
     const { usage, id } = translated ?? format.readResponse(body);
     ctx.usage = usage;
     if (!translated) ctx.responseId = id;
+    // No usage reported: metering bills the answer's text as counted (an estimate).
+    if (usage === undefined) ctx.answerText = answerText(translated ?? tryDecodeAnswer(format, body));
     for (const stage of this.responseHooks) {
       const pending = stage.instance.onResponse!(ctx);
       if (pending) await pending;
@@ -187,6 +201,49 @@ export class Pipeline implements Gateway {
     return new Response(out, { status: 200, headers });
   }
 
+  /** A non-streamed answer's whole body; a broken or silent upstream body is a 502 / 504, never a 500. */
+  private async readAnswer(ctx: GatewayContext, upstream: Upstream): Promise<string> {
+    const body = upstream.response.body;
+    if (!body) return "";
+    const reader = body.getReader();
+    const chunks: Uint8Array[] = [];
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        this.signals.touch(ctx.signal);
+        chunks.push(value);
+      }
+    } catch (thrown) {
+      reader.cancel().catch(() => {});
+      throw readError(ctx, thrown);
+    }
+    return chunks.length === 1 ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString("utf8") : Buffer.concat(chunks).toString("utf8");
+  }
+
+  /**
+   * An upstream that answers a stream request with one JSON answer (some do when they cannot stream): the
+   * client still gets a well-formed stream of its format, made of that answer's events, and it is billed.
+   */
+  private async jsonAnswerAsStream(ctx: GatewayContext, upstream: Upstream, reached: number, headers: Record<string, string>): Promise<Response> {
+    const text = await this.readAnswer(ctx, upstream);
+    ctx.firstTokenMono = performance.now();
+    const body = parseAnswer(ctx, text);
+    if (!upstream.format.translation || !ctx.ingress.translation) {
+      throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream request with a JSON body`);
+    }
+    const answer = decodeAnswer(ctx, upstream.format, body);
+    const encoder = ctx.ingress.translation.createStreamEncoder(ctx);
+    let out = "";
+    for (const event of answerEvents(answer)) {
+      this.observe(ctx, event);
+      out += encoder.encode(event);
+    }
+    out += encoder.end();
+    await this.complete(ctx, { status: "success" }, reached);
+    return new Response(out, { status: 200, headers });
+  }
+
   /**
    * Relays a stream. What the upstream has already sent is relayed before the headers go out: a stream whose
    * whole body is here (a short answer) is answered as one body in one write, like the bare proxy's native
@@ -195,6 +252,22 @@ export class Pipeline implements Gateway {
    */
   private async relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
     const format = upstream.format;
+    const headers = {
+      ...ctx.responseHeaders,
+      [REQUEST_ID_HEADER]: ctx.requestId,
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      // No `connection` header: keep-alive is HTTP/1.1's default (Bun spent ~0.5 µs per response on the header),
+      // and a hop-by-hop header from the app is wrong behind an HTTP/2 proxy.
+    };
+    const contentType = upstream.response.headers.get("content-type");
+    if (contentType !== null && !contentType.includes("event-stream")) {
+      if (contentType.includes("json")) return this.jsonAnswerAsStream(ctx, upstream, reached, headers);
+      if (contentType.includes("html")) {
+        upstream.response.body?.getReader().cancel().catch(() => {});
+        throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream request with ${contentType.split(";")[0]}, not an event stream`);
+      }
+    }
     const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
@@ -231,8 +304,10 @@ export class Pipeline implements Gateway {
     /** The client's text for one upstream read (the frames it completes). */
     const relayRead = (value: Uint8Array | undefined, done: boolean): string => {
       if (done) drained = true;
+      else this.signals.touch(ctx.signal);
       const frames = done ? splitter.end() : splitter.push(value!);
       if (frames.length === 0) return "";
+      framesSeen = true;
       ctx.firstTokenMono ??= performance.now();
       let out = "";
       for (const frame of frames) {
@@ -243,29 +318,18 @@ export class Pipeline implements Gateway {
       return out;
     };
     /** What a failed upstream read is to the client: the upstream's failure, or our own deadline or disconnect. */
-    const readFailure = (thrown: unknown): GatewayError => {
-      if (thrown instanceof GatewayError) return thrown;
-      if (ctx.signal.aborted) return new UpstreamError("upstream stream aborted (timeout or client disconnect)");
-      return new UpstreamError(`upstream ${ctx.target!.provider} stream failed: ${(thrown as Error)?.message ?? String(thrown)}`, { cause: thrown });
-    };
+    const readFailure = (thrown: unknown): GatewayError => readError(ctx, thrown);
+    let framesSeen = false;
     /** The relay's last words once the upstream is drained or stopped, and the stream's outcome. */
     const closing = (): { out: string; outcome: Outcome } => {
       const tail = relay.end?.();
       observeAll(tail?.events ?? []);
       const outcome: Outcome = streamError
         ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
-        : ctx.signal.aborted
+        : clientLeft(ctx)
           ? { status: "cancelled" }
           : { status: "success" };
       return { out: tail?.out ?? "", outcome };
-    };
-    const headers = {
-      ...ctx.responseHeaders,
-      [REQUEST_ID_HEADER]: ctx.requestId,
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      // No `connection` header: keep-alive is HTTP/1.1's default (Bun spent ~0.5 µs per response on the header),
-      // and a hop-by-hop header from the app is wrong behind an HTTP/2 proxy.
     };
 
     // What is already here. A read that fails before any frame is an error response (no header has gone out);
@@ -293,6 +357,13 @@ export class Pipeline implements Gateway {
       if (ctx.firstTokenMono === undefined) throw thrown;
       headError = asGatewayError(thrown);
       next = undefined;
+    }
+    // A read left pending is awaited by the stream's pull, unless the client is gone first: never unhandled.
+    next?.catch(() => {});
+    if (drained && !framesSeen) throw new UpstreamError(`upstream ${ctx.target!.provider} ended the stream without sending an event`);
+    if (!drained && ctx.signal.aborted && ctx.firstTokenMono === undefined) {
+      await stopUpstream();
+      throw abortError(ctx);
     }
     if (drained) {
       const { out, outcome } = closing();
@@ -328,31 +399,35 @@ export class Pipeline implements Gateway {
             if (out !== "") {
               const written = controller.write(out);
               if (written === 0) return await abandon(); // the client went away
-              if (typeof written !== "number") await written; // backpressure: wait for the socket to drain
+              if (typeof written !== "number") {
+                await written; // backpressure: wait for the socket to drain
+                this.signals.touch(ctx.signal); // the client's pace, not the upstream's silence
+              }
             }
           }
           if (clientGone) return;
           if (!drained) await stopUpstream(); // deadline passed or client gone (seen by the sweep)
+          if (!drained && !clientLeft(ctx)) throw abortError(ctx); // the upstream timed out: the client gets the error event
+          if (!drained && !framesSeen) throw new UpstreamError(`upstream ${ctx.target!.provider} ended the stream without sending an event`);
           const { out, outcome } = closing();
           if (out) controller.write(out);
           await finish(outcome);
           await controller.end();
         } catch (thrown) {
           await stopUpstream();
-          const error = ctx.signal.aborted && !(thrown instanceof GatewayError)
-            ? new UpstreamError("upstream stream aborted (timeout or client disconnect)")
-            : asGatewayError(thrown);
+          const error = thrown instanceof GatewayError ? thrown : readError(ctx, thrown);
           try {
             controller.write(ctx.ingress.streamErrorFrame(error));
           } catch {}
-          await finish(ctx.signal.aborted || clientGone ? { status: "cancelled" } : failure(error));
+          await finish(clientGone || clientLeft(ctx) ? { status: "cancelled" } : failure(error));
           try {
             await controller.end();
           } catch {}
         }
       },
       // The client went away: stop the upstream, bill what was generated.
-      cancel: abandon,
+      cancel: () =>
+        abandon().catch((error: unknown) => this.log.error("stream cancel failed", { request_id: ctx.requestId, error: String((error as Error)?.stack ?? error) })),
     });
     return new Response(stream, { status: 200, headers });
   }
@@ -416,24 +491,6 @@ async function upstreamFailure(response: UpstreamResponse, format: WireFormat, n
   return new UpstreamHttpError(502, message, "upstream_error", "upstream_error");
 }
 
-/** Reads the client's JSON body; 413 past the limit, 400 when it is not a JSON object. */
-async function readJsonBody(request: Request, maxBytes: number): Promise<Record<string, unknown>> {
-  const declared = Number(request.headers.get("content-length") ?? "0");
-  if (declared > maxBytes) throw new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${maxBytes} bytes`);
-  const text = await request.text();
-  if (text.length > maxBytes / 4 && Buffer.byteLength(text) > maxBytes) {
-    throw new PayloadTooLargeError(`request body exceeds the limit of ${maxBytes} bytes`);
-  }
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (error) {
-    throw new InvalidRequestError(`request body is not valid JSON: ${(error as Error).message}`);
-  }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new InvalidRequestError("request body must be a JSON object");
-  return body as Record<string, unknown>;
-}
-
 /** A request id: "gen-" and 32 hex characters of a time-ordered UUIDv7 (cheap to index in the store). */
 export function newRequestId(): string {
   return "gen-" + Bun.randomUUIDv7().replaceAll("-", "");
@@ -457,4 +514,86 @@ function translatingRelay(ctx: GatewayContext, upstream: WireFormat): StreamRela
       return { out: (last.out ?? "") + encoderOut.end() || null, events: last.events };
     },
   };
+}
+
+/** The client went away (its signal fired for a reason other than a timeout). */
+function clientLeft(ctx: GatewayContext): boolean {
+  return ctx.signal.aborted && (ctx.signal.reason as Error | undefined)?.name !== "TimeoutError";
+}
+
+/** Why the request's signal fired, as the client should read it: the upstream's deadline or silence (504), or the client gone. */
+function abortError(ctx: GatewayContext): GatewayError {
+  const reason = ctx.signal.reason as Error | undefined;
+  if (reason?.name === "TimeoutError") return new UpstreamTimeoutError(`upstream ${ctx.target?.provider ?? ""} timed out: ${reason.message}`.replace("  ", " "));
+  return new UpstreamError("the client went away before the answer was complete");
+}
+
+/** A failed read of the upstream's body: our own deadline or the client's leaving, else the upstream's failure (502). */
+function readError(ctx: GatewayContext, thrown: unknown): GatewayError {
+  if (thrown instanceof GatewayError) return thrown;
+  if (ctx.signal.aborted) return abortError(ctx);
+  const message = (thrown as Error)?.message ?? String(thrown);
+  return new UpstreamError(`upstream ${ctx.target!.provider} broke off its answer: ${message}`, { cause: thrown });
+}
+
+/** The upstream's answer as JSON; anything else (an HTML page, a truncated body) is a 502. */
+function parseAnswer(ctx: GatewayContext, text: string): Record<string, unknown> {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new UpstreamError(`upstream ${ctx.target!.provider} answered with a body that is not JSON`);
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new UpstreamError(`upstream ${ctx.target!.provider} answered with JSON that is not an object`);
+  return body as Record<string, unknown>;
+}
+
+/** The upstream's answer in canonical form; one that is no answer of its format (an error body, `{}`) is a 502. */
+function decodeAnswer(ctx: GatewayContext, format: WireFormat, body: Record<string, unknown>): CanonicalResponse {
+  if (typeof body.error === "object" && body.error !== null) {
+    throw new UpstreamError(`upstream ${ctx.target!.provider} answered with an error: ${format.readUpstreamError(200, JSON.stringify(body)).message}`);
+  }
+  try {
+    return format.translation!.decodeResponse(body);
+  } catch (error) {
+    if (error instanceof GatewayError) throw error;
+    throw new UpstreamError(`upstream ${ctx.target!.provider} answered with JSON that is not a ${format.name} answer`, { cause: error });
+  }
+}
+
+function tryDecodeAnswer(format: WireFormat, body: Record<string, unknown>): CanonicalResponse | undefined {
+  try {
+    return format.translation?.decodeResponse(body);
+  } catch {
+    return undefined;
+  }
+}
+
+/** What an answer generated, as text: for billing an answer whose upstream reported no usage. */
+function answerText(answer: CanonicalResponse | undefined): string {
+  let text = "";
+  for (const part of answer?.content ?? []) {
+    if (part.type === "text" || part.type === "reasoning") text += part.text;
+    else if (part.type === "tool_call") text += part.name + part.arguments;
+  }
+  return text;
+}
+
+/** A whole answer as the stream events that would have carried it. */
+function answerEvents(answer: CanonicalResponse): StreamEvent[] {
+  const events: StreamEvent[] = [{ type: "message_start", id: answer.id, model: answer.model }];
+  let tool = 0;
+  for (const part of answer.content) {
+    if (part.type === "text") events.push({ type: "text_delta", text: part.text });
+    else if (part.type === "reasoning") {
+      events.push({ type: "reasoning_delta", text: part.text });
+      if (part.signature) events.push({ type: "reasoning_signature", signature: part.signature, origin: part.origin });
+    } else if (part.type === "tool_call") {
+      events.push({ type: "tool_call_start", index: tool, id: part.id, name: part.name });
+      events.push({ type: "tool_call_delta", index: tool++, arguments: part.arguments });
+    }
+  }
+  if (answer.usage) events.push({ type: "usage", usage: answer.usage });
+  events.push({ type: "message_end", finishReason: answer.finishReason });
+  return events;
 }

@@ -25,6 +25,8 @@ export interface Provider {
 /** Runs a request through the pipeline: what ingress routes call. */
 export interface Gateway {
   handle(request: Request, ingress: WireFormat): Promise<Response>;
+  /** A client's JSON body within the gateway's body limits (413 / 503 / 400), for routes outside the pipeline. */
+  readJson(request: Request): Promise<Record<string, unknown>>;
   /** Number of requests in flight (drained on shutdown). */
   readonly inFlight: number;
 }
@@ -40,6 +42,11 @@ export interface PluginHost {
   service<K extends keyof Services>(name: K): Services[K];
   /** Whether a plugin is enabled in this configuration. */
   has(name: string): boolean;
+  /**
+   * Marks a configured value secret (a provider key, a token): it is masked wherever text leaves the gateway,
+   * error answers and log lines (core/secrets.ts). Missing values and values under 8 characters are ignored.
+   */
+  secret(value: string | undefined): void;
 }
 
 export interface PluginInstance<Provides = unknown> {
@@ -47,6 +54,11 @@ export interface PluginInstance<Provides = unknown> {
   provides?: Provides;
   /** Upstreams this plugin serves, by provider name (the catalog's `provider` field). */
   providers?: Record<string, Provider>;
+  /**
+   * In pipeline order, before a byte of the body is read: what needs only the headers (authentication), so a
+   * caller that is refused costs no body. May throw a GatewayError to short-circuit. Only `ctx.headers` is set.
+   */
+  onHeaders?(ctx: GatewayContext): void | Promise<void>;
   /** In pipeline order; may throw a GatewayError to short-circuit. */
   onRequest?(ctx: GatewayContext): void | Promise<void>;
   /** In pipeline order; last rewrite of `ctx.upstreamBody`. */

@@ -56,7 +56,8 @@ export default definePlugin({
 
     return {
       provides: auth,
-      onRequest(ctx) {
+      // From the headers alone: a caller without a valid key is refused before its body is read.
+      onHeaders(ctx) {
         const principal = auth.authenticate(ctx.headers);
         if (principal instanceof Promise) return principal.then((found) => identify(ctx, found));
         identify(ctx, principal);

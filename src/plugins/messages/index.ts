@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
-import { definePlugin } from "../../core/plugin.ts";
-import { InvalidRequestError, ModelNotAllowedError, UnknownModelError, asGatewayError } from "../../core/errors.ts";
+import { definePlugin, type Gateway } from "../../core/plugin.ts";
+import { ModelNotAllowedError, UnknownModelError, asGatewayError } from "../../core/errors.ts";
 import { anthropicMessages } from "../../formats/anthropic-messages/index.ts";
 import { validateCountTokensRequest } from "../../formats/anthropic-messages/request.ts";
 import { countInputTokens } from "./count-tokens.ts";
@@ -15,10 +15,10 @@ export default definePlugin({
     const catalog = host.service("catalog");
 
     /** count_tokens: authenticated, validated like a Messages request, answered with an upper bound. */
-    async function countTokens(request: Request): Promise<Response> {
+    async function countTokens(request: Request, gateway: Gateway): Promise<Response> {
       try {
         const principal = await auth.authenticate(request.headers);
-        const body = validateCountTokensRequest(await readJson(request));
+        const body = validateCountTokensRequest(await gateway.readJson(request));
         const model = catalog.get(body.model);
         if (!model) {
           throw new UnknownModelError(`The model \`${body.model.slice(0, 200)}\` does not exist; see GET /v1/models`, { param: "model" });
@@ -44,7 +44,7 @@ export default definePlugin({
               "Headers: x-gateway-request-id on every answer; x-gateway-cost (USD) on non-streaming answers.",
           },
         });
-        app.post("/v1/messages/count_tokens", ({ request }) => countTokens(request), {
+        app.post("/v1/messages/count_tokens", ({ request }) => countTokens(request, gateway), {
           parse: "none",
           detail: {
             summary: "Input tokens of a Messages request: an upper bound (exact o200k for OpenAI models)",
@@ -55,12 +55,3 @@ export default definePlugin({
     };
   },
 });
-
-async function readJson(request: Request): Promise<unknown> {
-  const text = await request.text();
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new InvalidRequestError(`request body is not valid JSON: ${(error as Error).message}`);
-  }
-}
