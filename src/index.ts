@@ -3,6 +3,11 @@ import { ConfigError } from "./core/config.ts";
 import { createLogger } from "./core/log.ts";
 
 const log = createLogger("core");
+// A stray rejection is a bug to fix, never a reason to drop every other client's request: it is logged at
+// error level (tests look for this line) and the process keeps serving.
+process.on("unhandledRejection", (reason) => {
+  log.error("unhandled rejection", { error: String((reason as Error)?.stack ?? reason) });
+});
 try {
   const gateway = await startGateway({ log });
   log.info("gateway listening", { url: gateway.url, config: gateway.config.file, plugins: gateway.config.plugins.map((p) => p.definition.name) });
