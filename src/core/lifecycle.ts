@@ -3,6 +3,7 @@ import { createLogger, type Logger } from "./log.ts";
 import { Pipeline, type Stage } from "./pipeline.ts";
 import { createApp } from "./app.ts";
 import { startIdleMemoryRelease } from "./idle-memory.ts";
+import { registerSecret } from "./secrets.ts";
 import type { PluginHost, Services } from "./plugin.ts";
 
 export interface RunningGateway {
@@ -73,6 +74,7 @@ async function setupPlugins(config: GatewayConfig, env: Record<string, string | 
     now,
     log,
     has: (name) => config.plugins.some((plugin) => plugin.definition.name === name),
+    secret: registerSecret,
     service<K extends keyof Services>(name: K): Services[K] {
       if (!provided.has(name as string)) throw new Error(`plugin "${String(name)}" is not enabled before this plugin, or provides nothing`);
       return provided.get(name as string) as Services[K];

@@ -132,7 +132,7 @@ describe("anthropic provider", () => {
 
   it("plugin: reads its key from the environment and defaults anthropic-version and pass_betas", async () => {
     const log = { info() {}, warn() {}, error() {}, request() {}, child: () => log };
-    const host = { env: { ANTHROPIC_API_KEY: "k" }, log } as never;
+    const host = { env: { ANTHROPIC_API_KEY: "k" }, log, secret() {} } as never;
     const config = { base_url: fake.url, api_key_env: "ANTHROPIC_API_KEY", anthropic_version: "2023-06-01", pass_betas: "all" as const };
     const instance = await anthropicPlugin.setup(config, host);
     expect(Object.keys(instance.providers!)).toEqual(["anthropic"]);

@@ -97,7 +97,7 @@ describe("gemini provider", () => {
   });
 
   it("is the plugin serving the gemini provider, its key read from the named variable", async () => {
-    const host = { env: { MY_GEMINI_KEY: "k" } } as any;
+    const host = { env: { MY_GEMINI_KEY: "k" }, secret() {} } as any;
     const instance = await geminiPlugin.setup({ base_url: fake.url, api_key_env: "MY_GEMINI_KEY" }, host);
     expect(Object.keys(instance.providers ?? {})).toEqual(["gemini"]);
     const ctx = chatContext({ model: "m", messages: [{ role: "user", content: "hi" }] });

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Repository } from "../storage/repository.ts";
 import type { Logger } from "../../core/log.ts";
+import { registerSecret } from "../../core/secrets.ts";
 
 const SETTING = "admin_token_sha256";
 
@@ -10,16 +11,24 @@ function sha256(text: string): string {
 
 /**
  * The hash of the admin token: from GATEWAY_ADMIN_TOKEN when set; otherwise the stored one, or a new
- * token made on the first start, printed once and kept only as its hash.
+ * token made on the first start, printed once and kept only as its hash. The token is a secret: masked in
+ * every answer and log line (core/secrets.ts), that one line excepted.
  */
 export async function adminTokenHash(configured: string, store: Repository, log: Logger): Promise<string> {
-  if (configured) return sha256(configured);
+  if (configured) {
+    registerSecret(configured);
+    return sha256(configured);
+  }
   const stored = await store.getSetting(SETTING);
   if (stored) return stored;
   const token = "gwadm-" + Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("hex");
   const hash = sha256(token);
   await store.setSetting(SETTING, hash);
-  log.warn("generated an admin token; it is shown only now. Set GATEWAY_ADMIN_TOKEN to choose your own.", { admin_token: token });
+  // The documented exception: the operator must see it once (a logger that redacts would mask it). Every later line masks it.
+  const notice = "generated an admin token; it is shown only now. Set GATEWAY_ADMIN_TOKEN to choose your own.";
+  if (log.reveal) log.reveal(notice, { admin_token: token });
+  else log.warn(notice, { admin_token: token });
+  registerSecret(token);
   return hash;
 }
 

@@ -226,6 +226,7 @@ if (!ADMIN_URL) {
           throw new Error("no services in this test");
         },
         has: () => false,
+        secret() {},
       } satisfies PluginHost;
       const instance = await storage.setup({ database_url: url, flush_interval_ms: 5, max_batch: 512 }, host);
       const repository = instance.provides as Repository;

@@ -16,6 +16,7 @@ function host(): PluginHost {
       throw new Error("no services in this test");
     },
     has: () => false,
+    secret() {},
   };
 }
 

@@ -7,6 +7,7 @@ export default definePlugin({
   name: "anthropic",
   configSchema: AnthropicUpstreamSchema,
   setup(config, host) {
+    host.secret(host.env[config.api_key_env]);
     const provider = createAnthropicProvider({
       name: "anthropic",
       baseUrl: config.base_url,

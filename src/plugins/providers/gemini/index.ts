@@ -7,6 +7,7 @@ export default definePlugin({
   name: "gemini",
   configSchema: GeminiConfigSchema,
   setup(config, host) {
+    host.secret(host.env[config.api_key_env]);
     const provider = createGeminiProvider({
       baseUrl: config.base_url,
       apiKeyEnv: config.api_key_env,

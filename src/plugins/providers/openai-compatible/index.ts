@@ -12,6 +12,7 @@ export default definePlugin({
   setup(config, host) {
     const providers: Record<string, Provider> = {};
     for (const [name, upstream] of Object.entries(config.upstreams)) {
+      host.secret(host.env[upstream.api_key_env]);
       providers[name] = createOpenAIWireProvider({
         name,
         baseUrl: upstream.base_url,

@@ -7,6 +7,7 @@ export default definePlugin({
   name: "openai",
   configSchema: OpenAIUpstreamSchema,
   setup(config, host) {
+    host.secret(host.env[config.api_key_env]);
     const provider = createOpenAIWireProvider({
       name: "openai",
       baseUrl: config.base_url,
