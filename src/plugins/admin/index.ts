@@ -5,7 +5,8 @@ import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse 
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import type { ApiKey, Generation } from "../storage/repository.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
-import { CreateAccountBody, CreateKeyBody, CreditBody, RequestsQuery } from "./schema.ts";
+import { CreateAccountBody, CreateKeyBody, CreditBody, IdParams, MAX_AMOUNT_USD, RequestsQuery } from "./schema.ts";
+import { parseTimestamp } from "./timestamp.ts";
 import { adminTokenHash, adminTokenMatches } from "./token.ts";
 
 /** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
@@ -79,7 +80,7 @@ export default definePlugin({
                 },
               };
             },
-            detail("An account and its balance"),
+            { params: IdParams, ...detail("An account and its balance") },
           )
           .post(
             "/admin/v1/accounts/:id/credits",
@@ -95,7 +96,7 @@ export default definePlugin({
               set.status = 201;
               return { data: { entry_id: result.entryId, balance: nanoToUsd(result.balance), duplicate: result.duplicate } };
             },
-            { body: CreditBody, ...detail("Credit an account (idempotent on reference)") },
+            { params: IdParams, body: CreditBody, ...detail("Credit an account (idempotent on reference)") },
           )
           .post(
             "/admin/v1/accounts/:id/keys",
@@ -104,8 +105,11 @@ export default definePlugin({
               await existingAccount(params.id);
               const models = body.models ?? null;
               const unknown = catalog && models ? models.filter((id: string) => !catalog.get(id)) : [];
-              if (unknown.length > 0) throw new InvalidRequestError(`unknown model ids in models: ${unknown.join(", ")}`, { param: "models" });
-              const expiresAt = body.expires_at ? Date.parse(body.expires_at) : null;
+              if (unknown.length > 0) {
+                const listed = unknown.slice(0, 10).join(", ") + (unknown.length > 10 ? ` and ${unknown.length - 10} more` : "");
+                throw new InvalidRequestError(`unknown model ids in models: ${listed}`, { param: "models" });
+              }
+              const expiresAt = body.expires_at ? parseTimestamp(body.expires_at, "expires_at") : null;
               if (expiresAt !== null && expiresAt <= Date.now()) throw new InvalidRequestError("expires_at is in the past", { param: "expires_at" });
               const secret = generateApiKey();
               const key = await store.createKey({
@@ -123,7 +127,7 @@ export default definePlugin({
               set.status = 201;
               return { data: { ...keyView(key), key: secret } };
             },
-            { body: CreateKeyBody, ...detail("Create an API key (the full key is shown only in this answer)") },
+            { params: IdParams, body: CreateKeyBody, ...detail("Create an API key (the full key is shown only in this answer)") },
           )
           .delete(
             "/admin/v1/keys/:id",
@@ -134,7 +138,7 @@ export default definePlugin({
               auth.forget(key.keyHash);
               return { data: { id: key.id, deleted: true } };
             },
-            detail("Delete (revoke) an API key at once"),
+            { params: IdParams, ...detail("Delete (revoke) an API key at once") },
           )
           .get(
             "/admin/v1/accounts/:id/requests",
@@ -146,15 +150,18 @@ export default definePlugin({
               const last = rows[rows.length - 1];
               return { data: rows.map(requestRow), next_before: rows.length === limit && last ? `${last.createdAt}_${last.id}` : null };
             },
-            { query: RequestsQuery, ...detail("Per-request log, newest first") },
+            { params: IdParams, query: RequestsQuery, ...detail("Per-request log, newest first") },
           );
       },
     };
   },
 });
 
+/** A positive USD amount of at most MAX_AMOUNT_USD, in exact nano-USD. */
 function parseAmount(amount: number | string, field = "amount") {
   try {
+    // Checked before the exact parse, so 1e300 or a 30-digit string is told the bound, not its notation.
+    if (Number(amount) > MAX_AMOUNT_USD) throw new RangeError(`at most ${MAX_AMOUNT_USD} USD`);
     const nano = usdToNano(amount);
     if (nano <= 0) throw new RangeError("must be positive");
     return nano;
@@ -170,14 +177,15 @@ function parseLimit(limit: string | undefined): number {
   return value;
 }
 
-/** `before`: a `next_before` cursor ("<epoch ms>_<request id>"), an epoch-ms number or an ISO 8601 time. */
+/** `before`: a `next_before` cursor ("<epoch ms>_<request id>"), an epoch-ms number or an RFC 3339 time. */
 function parseCursor(before: string | undefined): { before?: number; beforeId?: string } {
   if (before === undefined || before === "") return {};
-  const cursor = /^(\d+)_(gen-[0-9a-f]{32})$/.exec(before);
+  const cursor = /^(\d{1,15})_(gen-[0-9a-f]{32})$/.exec(before);
   if (cursor) return { before: Number(cursor[1]), beforeId: cursor[2] };
-  const value = /^\d+$/.test(before) ? Number(before) : Date.parse(before);
-  if (!Number.isFinite(value)) throw new InvalidRequestError("before must be a next_before cursor, an epoch-ms number or an ISO 8601 time", { param: "before" });
-  return { before: value };
+  // At most 15 digits (year 33658): always a safe integer for both stores' bigint columns.
+  if (/^\d{1,15}$/.test(before)) return { before: Number(before) };
+  if (/^\d{4}-/.test(before)) return { before: parseTimestamp(before, "before") };
+  throw new InvalidRequestError("before must be a next_before cursor, an epoch-ms number or an RFC 3339 time", { param: "before" });
 }
 
 function iso(ms: number | null): string | null {

@@ -13,12 +13,13 @@ export function parseUtcDay(value: string, field: string): number {
   const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
   if (!match) throw new InvalidRequestError(`${field} must be a UTC day written YYYY-MM-DD, got "${value}"`, { param: field });
   const [, year, month, day] = match.map(Number) as [number, number, number, number];
-  const ms = Date.UTC(year, month - 1, day);
-  const date = new Date(ms);
+  // setUTCFullYear, not Date.UTC: the latter reads years 0..99 as 1900..1999 (0001-01-01 was "not a calendar date").
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
   if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day) {
     throw new InvalidRequestError(`${field} is not a calendar date: "${value}"`, { param: field });
   }
-  return ms;
+  return date.getTime();
 }
 
 /** The report window: defaults (end today, start 29 days before end), order and the 92-day cap. */

@@ -100,14 +100,23 @@ export async function createPostgresRepository(url: string, options: PostgresRep
               [entryId, accountId, kind, amount, reference, Date.now()],
             );
             if (inserted.length === 1) {
-              await tx.unsafe(
-                `update accounts set total_credits_nano = total_credits_nano + $1, paid_credits_nano = paid_credits_nano + $2 where id = $3`,
-                [amount, paid, accountId],
+              // Totals are read as JS numbers: an account's credits stay a safe integer, so every balance is exact.
+              // No row updated with the row inserted (the foreign key holds): the cap; throwing rolls the insert back.
+              const updated = await tx.unsafe(
+                `update accounts set total_credits_nano = total_credits_nano + $1, paid_credits_nano = paid_credits_nano + $2
+                   where id = $3 and total_credits_nano + $1 <= $4 returning id`,
+                [amount, paid, accountId, Number.MAX_SAFE_INTEGER],
               );
+              if (updated.length === 0) {
+                throw new InvalidRequestError("this amount would take the account's credits past 9007199.254740991 USD (2^53 - 1 nano-USD), the most it counts exactly", {
+                  param: "amount",
+                });
+              }
               return { entryId, duplicate: false };
             }
-            const [existing] = await tx.unsafe(`select id, account_id, amount_nano from ledger_entries where reference = $1`, [reference]);
-            if (existing.account_id !== accountId || Number(existing.amount_nano) !== amount) {
+            const [existing] = await tx.unsafe(`select id, account_id, amount_nano, kind from ledger_entries where reference = $1`, [reference]);
+            // A replay is the same credit: account, amount and kind (a card payment is not a bonus).
+            if (existing.account_id !== accountId || Number(existing.amount_nano) !== amount || existing.kind !== kind) {
               throw new ConflictError("reference already used for another credit", { param: "reference" });
             }
             return { entryId: existing.id as string, duplicate: true };

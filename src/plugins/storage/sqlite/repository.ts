@@ -174,15 +174,23 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       return db.transaction(
         (tx) => {
           const existing = tx
-            .select({ id: ledgerEntries.id, accountId: ledgerEntries.accountId, amount: ledgerEntries.amountNano })
+            .select({ id: ledgerEntries.id, accountId: ledgerEntries.accountId, amount: ledgerEntries.amountNano, kind: ledgerEntries.kind })
             .from(ledgerEntries)
             .where(eq(ledgerEntries.reference, reference))
             .get();
           if (existing !== undefined) {
-            if (existing.accountId !== accountId || existing.amount !== amount) {
+            // A replay is the same credit: account, amount and kind (a card payment is not a bonus).
+            if (existing.accountId !== accountId || existing.amount !== amount || existing.kind !== kind) {
               throw new ConflictError("reference already used for another credit", { param: "reference" });
             }
             return { entryId: existing.id, balance: totalsOf(accountId).balance, duplicate: true };
+          }
+          // Totals are read as JS numbers: an account's credits stay a safe integer, so every balance is exact.
+          const current = tx.select({ credits: accounts.totalCreditsNano }).from(accounts).where(eq(accounts.id, accountId)).get();
+          if (current !== undefined && current.credits + amount > Number.MAX_SAFE_INTEGER) {
+            throw new InvalidRequestError("this amount would take the account's credits past 9007199.254740991 USD (2^53 - 1 nano-USD), the most it counts exactly", {
+              param: "amount",
+            });
           }
           const paid = PAID_KINDS.has(kind) ? amount : 0;
           const updated = tx
