@@ -9,7 +9,7 @@ const USAGE = `usage: npm run admin -- <command>
   account create <name>
   account show <account_id>
   credit <account_id> <amount_usd> <card|usdt|bonus|voucher|promotional> [reference]
-  key create <account_id> <name> [--limit USD] [--models id,id] [--rpm N] [--tpm N] [--expires ISO-8601]
+  key create <account_id> <name> [--limit USD] [--models id,id] [--rpm N] [--tpm N] [--expires 2030-01-31T12:00:00Z | 2030-01-31]
   key delete <key_id>
   requests <account_id> [--limit N] [--before CURSOR]
 
