@@ -205,6 +205,8 @@ for (const [storeName, open] of stores) {
         expectInvalid(await log(before), "before");
       }
       for (const before of ["2030-02-28", "2030-01-01T00:00:00Z", "1700000000000"]) expect((await log(before)).status).toBe(200);
+      // An offset's "+" left unencoded reads as a space in a query string: still that offset.
+      expect((await t.admin("GET", `/admin/v1/accounts/${accountId}/requests?before=2030-01-01T00:00:00+02:00`)).status).toBe(200);
     });
 
     it("answers 409 when a credit reference is replayed with another kind; the same kind is still a duplicate", async () => {

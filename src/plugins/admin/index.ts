@@ -184,7 +184,8 @@ function parseCursor(before: string | undefined): { before?: number; beforeId?: 
   if (cursor) return { before: Number(cursor[1]), beforeId: cursor[2] };
   // At most 15 digits (year 33658): always a safe integer for both stores' bigint columns.
   if (/^\d{1,15}$/.test(before)) return { before: Number(before) };
-  if (/^\d{4}-/.test(before)) return { before: parseTimestamp(before, "before") };
+  // An offset's "+" left unencoded in a query string arrives as a space.
+  if (/^\d{4}-/.test(before)) return { before: parseTimestamp(before.replace(/ (\d{2}:\d{2})$/, "+$1"), "before") };
   throw new InvalidRequestError("before must be a next_before cursor, an epoch-ms number or an RFC 3339 time", { param: "before" });
 }
 
