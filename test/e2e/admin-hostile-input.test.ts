@@ -112,6 +112,8 @@ for (const [storeName, open] of stores) {
           await t.admin("POST", `/admin/v1/accounts/${id}/credits`, { amount: 5, kind: "bonus", reference: crypto.randomUUID() }),
           await t.admin("POST", `/admin/v1/accounts/${id}/keys`, { name: "k" }),
           await t.admin("DELETE", `/admin/v1/keys/${id}`),
+          // Another plugin's admin route (budget's plan purchase) is guarded the same way.
+          await t.admin("POST", `/admin/v1/accounts/${id}/plan`, { plan: "pro", funding: "balance" }),
         ];
         for (const answer of answers) expectInvalid(answer, "id");
       }

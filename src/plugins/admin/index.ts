@@ -1,11 +1,11 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { pathOf } from "../../core/app.ts";
-import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse } from "../../core/errors.ts";
+import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse, type GatewayError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import type { ApiKey, Generation } from "../storage/repository.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
-import { CreateAccountBody, CreateKeyBody, CreditBody, IdParams, MAX_AMOUNT_USD, RequestsQuery } from "./schema.ts";
+import { CreateAccountBody, CreateKeyBody, CreditBody, ID_ERROR, ID_PATTERN, IdParams, MAX_AMOUNT_USD, RequestsQuery } from "./schema.ts";
 import { parseTimestamp } from "./timestamp.ts";
 import { adminTokenHash, adminTokenMatches } from "./token.ts";
 
@@ -43,12 +43,15 @@ export default definePlugin({
         const detail = (summary: string) => ({ detail: { summary, tags: ["admin"] } });
         // Authenticate before body parsing and validation: without a valid token, every /admin/ request
         // is a 401 (never a 400 that reveals the schema). The per-route requireAdmin stays as a backstop.
+        // Then the path's id, for every plugin's admin routes (budget's /plan too), before any reads it.
         app.onRequest(function requireAdminToken({ request }) {
-          if (!pathOf(request).startsWith("/admin/")) return;
+          const path = pathOf(request);
+          if (!path.startsWith("/admin/")) return;
           try {
             requireAdmin(request);
+            checkPathId(path);
           } catch (error) {
-            return errorResponse(error as AuthenticationError);
+            return errorResponse(error as GatewayError);
           }
         });
         app
@@ -168,6 +171,21 @@ function parseAmount(amount: number | string, field = "amount") {
   } catch (error) {
     throw new InvalidRequestError(`invalid ${field}: ${(error as Error).message}`, { param: field });
   }
+}
+
+const ID = new RegExp(ID_PATTERN);
+
+/** The id of /admin/v1/accounts/:id/… or /admin/v1/keys/:id, decoded, must have the shape of the ids the stores make. */
+function checkPathId(path: string) {
+  const segment = /^\/admin\/v1\/(?:accounts|keys)\/([^/?#]*)/.exec(path)?.[1];
+  if (segment === undefined) return;
+  let id: string;
+  try {
+    id = decodeURIComponent(segment);
+  } catch {
+    id = ""; // a malformed escape (%ff) is no id
+  }
+  if (!ID.test(id)) throw new InvalidRequestError(`invalid id: ${ID_ERROR}`, { param: "id" });
 }
 
 function parseLimit(limit: string | undefined): number {

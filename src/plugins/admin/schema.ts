@@ -23,12 +23,9 @@ function text(field: string, maxLength: number) {
 }
 
 /** An `:id` path segment: the shape of every id the stores make (acct_…, key_…), so nothing else reaches a query. */
-export const IdParams = t.Object({
-  id: t.String({
-    pattern: "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$",
-    error: "id must be 1 to 200 letters, digits, _ . : or - (e.g. acct_0123…)",
-  }),
-});
+export const ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$";
+export const ID_ERROR = "id must be 1 to 200 letters, digits, _ . : or - (e.g. acct_0123…)";
+export const IdParams = t.Object({ id: t.String({ pattern: ID_PATTERN, error: ID_ERROR }) });
 
 export const CreateAccountBody = t.Object({ name: text("name", 200) });
 
