@@ -18,10 +18,11 @@ export interface WireFormat {
   /** The upstream body for a client of this same format (model renamed, usage requested). */
   relayRequestBody(ctx: GatewayContext, upstreamModel: string): Record<string, unknown>;
   /**
-   * Reads usage from a non-streaming upstream answer, and its id when the client gets that id as is and
-   * may look the request up by it (see GatewayContext.responseId; absent: the request id serves).
+   * Reads usage from a non-streaming upstream answer (undefined when the upstream reported none: metering
+   * then bills the counted text), and its id when the client gets that id as is and may look the request
+   * up by it (see GatewayContext.responseId; absent: the request id serves).
    */
-  readResponse(body: Record<string, unknown>): { usage: Usage; id?: string };
+  readResponse(body: Record<string, unknown>): { usage?: Usage; id?: string };
   /**
    * The client's body from the upstream's answer (same format, `text` its raw JSON): a string is sent
    * as is, undefined sends `text` unchanged, anything else is serialized.

@@ -109,5 +109,6 @@ export interface CanonicalResponse {
   /** text, tool_call and reasoning parts, in order. */
   content: CanonicalPart[];
   finishReason: FinishReason;
-  usage: Usage;
+  /** Undefined when the upstream reported no usage. */
+  usage?: Usage;
 }

@@ -206,7 +206,7 @@ describe("insufficient balance", () => {
 });
 
 describe("output cap from the balance when the client sets none", () => {
-  it("caps max_completion_tokens at what a small balance pays for; adds nothing when the balance covers the model maximum", async () => {
+  it("caps max_completion_tokens at what a small balance pays for, and at the model maximum when the balance covers it", async () => {
     const messages: Message[] = [{ role: "user", content: "no cap from me" }];
     const { bound, promptPrice, outputPrice } = worstCase(MODEL, messages, 0);
     const small = await t.newAccountWithKey({ credit: 5 });
@@ -222,7 +222,8 @@ describe("output cap from the balance when the client sets none", () => {
     t.fake.reset();
     await t.client(large.key).chat.completions.create({ model: MODEL, messages });
     const uncapped = t.fake.requests[0]!.body as any;
-    expect(uncapped.max_completion_tokens).toBeUndefined();
+    // The cap the hold assumed always goes upstream: here the model's maximum.
+    expect(uncapped.max_completion_tokens).toBe(catalog.get(MODEL)!.max_output_tokens);
     expect(uncapped.max_tokens).toBeUndefined();
 
     // The client's own cap is never replaced.
@@ -244,11 +245,11 @@ describe("output cap from the balance when the client sets none", () => {
     expect(sent.max_tokens).toBe(Math.floor((usdToNano(0.01) - bound * promptPrice) / outputPrice));
     expect(sent.max_completion_tokens).toBeUndefined();
 
-    // $5 covers deepseek-flash's whole 384K output at $1.20 per million: no cap at all.
+    // $5 covers deepseek-flash's whole 384K output at $1.20 per million: the model's maximum is sent.
     const { key: rich } = await t.newAccountWithKey({ credit: 5 });
     t.fake.reset();
     await t.client(rich).chat.completions.create({ model, messages });
-    expect((t.fake.requests[0]!.body as any).max_tokens).toBeUndefined();
+    expect((t.fake.requests[0]!.body as any).max_tokens).toBe(catalog.get(model)!.max_output_tokens);
     await noReservationsLeft();
   });
 });

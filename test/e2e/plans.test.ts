@@ -15,11 +15,11 @@ afterAll(async () => {
   await t.stop();
 });
 
-/** A request costing exactly `usd` on gpt-6.2-sol (output $10 per 1M tokens): usd * 100k output tokens. */
-function spend(client: OpenAI, usd: number, maxTokens = 200_000) {
-  const usage = { prompt_tokens: 0, completion_tokens: usd * 100_000 };
+/** A request costing exactly `usd` on gpt-6.2-astra (output $40 per 1M tokens, at most 128k): usd * 25k output tokens. */
+function spend(client: OpenAI, usd: number, maxTokens = 50_000) {
+  const usage = { prompt_tokens: 0, completion_tokens: usd * 25_000 };
   return client.chat.completions.create({
-    model: "gpt-6.2-sol",
+    model: "gpt-6.2-astra",
     max_tokens: maxTokens,
     messages: [{ role: "user", content: `[[fake ${JSON.stringify({ usage })}]]` }],
   });
@@ -65,7 +65,7 @@ describe("spend windows", () => {
     const { accountId, key } = await t.newAccountWithKey({ credit: 200 });
     expect((await buy(accountId, "card")).status).toBe(201);
     const client = t.client(key);
-    // Reservations are max_tokens at $10/M: 200k tokens hold $2 each; settle at the real cost.
+    // Reservations are max_tokens at $40/M: 50k tokens hold $2 each; settle at the real cost.
     for (let i = 0; i < 4; i++) await spend(client, 2);
     const crossing = await spend(client, 1).catch((error) => error);
     expect(crossing).toBeInstanceOf(OpenAI.RateLimitError);
@@ -82,14 +82,14 @@ describe("spend windows", () => {
     expect((await buy(accountId, "card")).status).toBe(201);
     const client = t.client(key);
     for (let i = 0; i < 4; i++) await spend(client, 2);
-    await spend(client, 1.5, 150_000);
+    await spend(client, 1.5, 37_500);
     t.fake.reset();
-    await client.chat.completions.create({ model: "gpt-6.2-sol", messages: [{ role: "user", content: "hi" }] });
+    await client.chat.completions.create({ model: "gpt-6.2-astra", messages: [{ role: "user", content: "hi" }] });
     const sent = t.fake.requests[0]!.body as any;
-    // $10 - $9.5 spent = $0.5 of room, minus the prompt's worst case: just under 50k tokens at $10/M
-    // (the model's own maximum, 128k, would cost $1.28).
-    expect(sent.max_completion_tokens).toBeGreaterThan(49_000);
-    expect(sent.max_completion_tokens).toBeLessThan(50_000);
+    // $10 - $9.5 spent = $0.5 of room, minus the prompt's worst case: just under 12.5k tokens at $40/M
+    // (the model's own maximum, 128k, would cost $5.12).
+    expect(sent.max_completion_tokens).toBeGreaterThan(12_000);
+    expect(sent.max_completion_tokens).toBeLessThan(12_500);
   });
 
   it("enforces the weekly window across 4-hour windows", async () => {
@@ -97,15 +97,15 @@ describe("spend windows", () => {
     expect((await buy(accountId, "card")).status).toBe(201);
     const client = t.client(key);
     for (let block = 0; block < 4; block++) {
-      for (let i = 0; i < 4; i++) await spend(client, 2.4, 250_000);
+      for (let i = 0; i < 4; i++) await spend(client, 2.4, 62_500);
       clock += 5 * HOUR;
     }
     // 38.4 spent in the week: a $2.5 hold crosses $40.
-    const crossing = await spend(client, 2.4, 250_000).catch((error) => error);
+    const crossing = await spend(client, 2.4, 62_500).catch((error) => error);
     expect(crossing.error?.code).toBe("spend_window_exceeded");
     expect(crossing.message).toContain("weekly");
     clock += 7 * 24 * HOUR;
-    await expect(spend(client, 2.4, 250_000)).resolves.toBeDefined();
+    await expect(spend(client, 2.4, 62_500)).resolves.toBeDefined();
   });
 
   it("leaves accounts without a plan unconstrained by windows", async () => {

@@ -69,7 +69,7 @@ describe("anthropic provider", () => {
     expect(recorded!.headers["anthropic-version"]).toBe("2023-06-01");
     expect(recorded!.headers["anthropic-beta"]).toBe("interleaved-thinking-2025-05-14,context-management-2025-06-27");
     expect(JSON.stringify(recorded)).not.toContain("client-key");
-    expect(anthropicMessages.readResponse(JSON.parse(await response.text()) as Record<string, unknown>).usage.inputTokens).toBe(computeAnthropicUsage(MESSAGES_BODY).input_tokens);
+    expect(anthropicMessages.readResponse(JSON.parse(await response.text()) as Record<string, unknown>).usage!.inputTokens).toBe(computeAnthropicUsage(MESSAGES_BODY).input_tokens);
   });
 
   it("passes only the listed betas when pass_betas is a list, and none for a translated request", async () => {

@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../core/context.ts";
 import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import { UpstreamError } from "../../core/errors.ts";
 import type { SseFrame } from "../../core/sse.ts";
-import { ZERO_USAGE, type Usage } from "../canonical.ts";
+import type { Usage } from "../canonical.ts";
 import { anthropicStreamErrorFrame } from "./errors.ts";
 import { redact } from "../../core/secrets.ts";
 import { isWrappedSignature } from "./signature.ts";
@@ -43,9 +43,9 @@ export function withoutForeignThinking(messages: unknown): unknown {
 }
 
 /** Usage and id of a non-streaming Anthropic answer. */
-export function readMessagesResponse(body: Record<string, unknown>): { usage: Usage; id?: string } {
+export function readMessagesResponse(body: Record<string, unknown>): { usage?: Usage; id?: string } {
   // No id: a Messages id is not a lookup key (spec); the request id header is.
-  return { usage: readMessagesUsage(body.usage as never) ?? { ...ZERO_USAGE } };
+  return { usage: readMessagesUsage(body.usage as never) };
 }
 
 /** The client's body: the model the client asked for; undefined when the upstream text can go as is. */

@@ -58,7 +58,8 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
   function usageEvent(next: MessagesUsage | undefined): StreamEvent[] {
     if (!next || typeof next !== "object") return [];
     usage = mergeMessagesUsage(usage, next);
-    return [{ type: "usage", usage: readMessagesUsage(usage)! }];
+    const read = readMessagesUsage(usage);
+    return read ? [{ type: "usage", usage: read }] : []; // `usage: {}` reports nothing
   }
 
   function decodeData(type: string, data: Record<string, any>): StreamEvent[] {

@@ -13,9 +13,20 @@ function count(value: unknown): number {
   return typeof value === "number" && Number.isFinite(value) && value > 0 ? value : 0;
 }
 
-/** Anthropic usage -> canonical: the input total is input + cache writes + cache reads, normalized once (E.8). */
+/**
+ * Anthropic usage -> canonical: the input total is input + cache writes + cache reads, normalized once (E.8).
+ * Undefined when the upstream reported none (absent, null, or no count at all).
+ */
 export function readMessagesUsage(usage: MessagesUsage | null | undefined): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
+  if (
+    typeof usage.input_tokens !== "number" &&
+    typeof usage.output_tokens !== "number" &&
+    typeof usage.cache_read_input_tokens !== "number" &&
+    typeof usage.cache_creation_input_tokens !== "number"
+  ) {
+    return undefined;
+  }
   const cacheRead = count(usage.cache_read_input_tokens);
   const cacheWrite = count(usage.cache_creation_input_tokens);
   return {

@@ -67,10 +67,11 @@ export class GeminiPartReader {
   }
 }
 
-/** Gemini usageMetadata in canonical form (wire reference E.8); undefined when absent. */
+/** Gemini usageMetadata in canonical form (wire reference E.8); undefined when absent or without a count. */
 export function readGeminiUsage(metadata: unknown): Usage | undefined {
   if (!metadata || typeof metadata !== "object") return undefined;
   const usage = metadata as Json;
+  if (typeof usage.promptTokenCount !== "number" && typeof usage.candidatesTokenCount !== "number" && typeof usage.totalTokenCount !== "number") return undefined;
   const count = (key: string) => (typeof usage[key] === "number" && usage[key] > 0 ? (usage[key] as number) : 0);
   const thoughts = count("thoughtsTokenCount");
   return {

@@ -1,5 +1,5 @@
 import { UpstreamError } from "../../core/errors.ts";
-import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse } from "../canonical.ts";
+import type { CanonicalPart, CanonicalResponse } from "../canonical.ts";
 import { geminiErrorObject } from "./errors.ts";
 import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
 
@@ -33,14 +33,14 @@ export function decodeGeminiResponse(body: Record<string, unknown>): CanonicalRe
     model: reader.model,
     content,
     finishReason: finishFromGemini(finishReasonOf(body as Json), reader.sawFunctionCall),
-    usage: readGeminiUsage(body.usageMetadata) ?? { ...ZERO_USAGE },
+    usage: readGeminiUsage(body.usageMetadata),
   };
 }
 
 /** Usage and id of a generateContent answer (what the core reads for billing). */
 export function readGeminiResponse(body: Record<string, unknown>): { usage: CanonicalResponse["usage"]; id?: string } {
   return {
-    usage: readGeminiUsage(body.usageMetadata) ?? { ...ZERO_USAGE },
+    usage: readGeminiUsage(body.usageMetadata),
     id: typeof body.responseId === "string" ? body.responseId : undefined,
   };
 }

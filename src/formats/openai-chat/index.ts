@@ -2,7 +2,6 @@ import type { WireFormat } from "../../core/format.ts";
 import { errorBody, errorResponse, type GatewayError } from "../../core/errors.ts";
 import { decodeChatRequest } from "./request.ts";
 import { createChatStreamRelay, readChatUsage, relayChatRequestBody, relayChatResponse } from "./relay.ts";
-import { ZERO_USAGE } from "../canonical.ts";
 import { openaiChatTranslation } from "./translation/index.ts";
 
 /** OpenAI Chat Completions, as a client speaks it and as an upstream speaks it. */
@@ -13,7 +12,7 @@ export const openaiChat: WireFormat = {
   relayRequestBody: relayChatRequestBody,
   readResponse(body) {
     // No id: the client gets the request id in its place (relayChatResponse).
-    return { usage: readChatUsage(body.usage as never) ?? { ...ZERO_USAGE } };
+    return { usage: readChatUsage(body.usage as never) };
   },
   relayResponse: relayChatResponse,
   createStreamRelay: createChatStreamRelay,

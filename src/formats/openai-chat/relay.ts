@@ -13,9 +13,13 @@ interface ChatUsage {
   prompt_cache_hit_tokens?: number;
 }
 
-/** Chat usage -> canonical usage: prompt_tokens already includes cached tokens (wire reference E.8). */
+/**
+ * Chat usage -> canonical usage: prompt_tokens already includes cached tokens (wire reference E.8).
+ * Undefined when the upstream reported none (absent, null, or neither count); range checks are metering's.
+ */
 export function readChatUsage(usage: ChatUsage | null | undefined): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
+  if (typeof usage.prompt_tokens !== "number" && typeof usage.completion_tokens !== "number") return undefined;
   const details = usage.prompt_tokens_details ?? undefined;
   return {
     inputTokens: usage.prompt_tokens ?? 0,

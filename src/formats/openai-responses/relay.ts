@@ -2,7 +2,6 @@ import type { GatewayContext } from "../../core/context.ts";
 import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import { sseFrame, type SseFrame } from "../../core/sse.ts";
 import type { Usage } from "../canonical.ts";
-import { ZERO_USAGE } from "../canonical.ts";
 import { createResponsesEventReader } from "./events.ts";
 import { readResponsesUsage } from "./usage.ts";
 import { failedFrame } from "./errors.ts";
@@ -17,9 +16,9 @@ export function relayResponsesRequestBody(ctx: GatewayContext, upstreamModel: st
 }
 
 /** Usage and id of a non-streamed response object. */
-export function readResponsesResponse(body: Record<string, unknown>): { usage: Usage; id?: string } {
+export function readResponsesResponse(body: Record<string, unknown>): { usage?: Usage; id?: string } {
   return {
-    usage: readResponsesUsage(body.usage) ?? { ...ZERO_USAGE },
+    usage: readResponsesUsage(body.usage),
     id: typeof body.id === "string" ? body.id : undefined,
   };
 }

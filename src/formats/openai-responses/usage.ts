@@ -16,10 +16,14 @@ interface WireUsage {
   output_tokens_details?: { reasoning_tokens?: number } | null;
 }
 
-/** Responses usage -> canonical usage. input_tokens already includes the cached tokens (E.8): nothing is added. */
+/**
+ * Responses usage -> canonical usage. input_tokens already includes the cached tokens (E.8): nothing is added.
+ * Undefined when the upstream reported none (absent, null, or neither count).
+ */
 export function readResponsesUsage(usage: unknown): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
   const wire = usage as WireUsage;
+  if (typeof wire.input_tokens !== "number" && typeof wire.output_tokens !== "number") return undefined;
   return {
     inputTokens: wire.input_tokens ?? 0,
     cacheReadTokens: wire.input_tokens_details?.cached_tokens ?? 0,

@@ -3,9 +3,27 @@ import { definePlugin } from "../../core/plugin.ts";
 import { planReservation, type ReservationPlan, type WorstCase } from "./reservation.ts";
 import { t } from "elysia";
 import { InvalidRequestError, UnavailableError } from "../../core/errors.ts";
-import { usdToNano } from "../../core/money.ts";
+import { usdToNano, type NanoUsd } from "../../core/money.ts";
+import type { GatewayContext } from "../../core/context.ts";
 import type { Funds, PlanCycle } from "../storage/repository.ts";
-import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits } from "./plans.ts";
+import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
+
+/** What the budget offers metering (`host.service("budget")`). */
+export interface BudgetService {
+  /**
+   * A request whose priced cost exceeds its hold (an upstream that billed past the cap it was sent):
+   * extends the hold by up to `extra` from what the account, the key and the plan windows still have
+   * free, atomically like the hold itself; resolves with what was granted (0 when nothing is free or the
+   * store cannot answer) and adds it to `ctx.heldNano`.
+   */
+  extendHold(ctx: GatewayContext, extra: NanoUsd): Promise<NanoUsd>;
+}
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    budget: BudgetService;
+  }
+}
 
 /**
  * Holds each request's worst-case cost before it goes upstream, atomically against the account
@@ -54,23 +72,75 @@ export default definePlugin({
       });
     }
 
+    /** The plan windows in force for a request started at `startedAt` (undefined: no plan). */
+    async function windowsOf(accountId: string, startedAt: number): Promise<PlanLimits | undefined> {
+      if (!plansConfigured) return undefined;
+      const cycle = await activePlan(accountId, host.now());
+      const plan = cycle ? config.plans[cycle.plan] : undefined;
+      return plan ? planLimits(plan, startedAt) : undefined;
+    }
+
+    const service: BudgetService = {
+      async extendHold(ctx, extra) {
+        const key = ctx.principal!.key;
+        let granted = 0;
+        try {
+          const limits = await windowsOf(key.accountId, ctx.startedAt);
+          granted = await store.reserve(
+            {
+              id: ctx.requestId,
+              accountId: key.accountId,
+              keyId: key.id,
+              keyLimited: key.limit !== null,
+              instanceId,
+              createdAt: ctx.startedAt,
+              windows: limits ? windowStarts(limits) : undefined,
+              extension: true,
+            },
+            function grantWithinFunds(funds) {
+              // The funds exclude every hold, this request's included: what is left is free for anyone.
+              let grant = Math.min(extra, funds.account);
+              if (funds.key !== null) grant = Math.min(grant, funds.key);
+              if (limits) {
+                for (const [name, window] of Object.entries(limits.windows)) grant = Math.min(grant, window.cap - (funds.windows[name]?.spent ?? 0));
+              }
+              return Math.max(0, Math.floor(grant));
+            },
+          );
+        } catch (error) {
+          host.log.warn("could not extend a hold; the debit stays within the hold", { request_id: ctx.requestId, error: String(error) });
+        }
+        ctx.heldNano = (ctx.heldNano ?? 0) + granted;
+        return granted;
+      },
+    };
+
     return {
+      provides: service,
       async onRequest(ctx) {
         const model = ctx.model!;
         const key = ctx.principal!.key;
         const promptTokens = ctx.promptTokenBound ?? 0;
+        const clientMaxOutput = ctx.request.maxOutputTokens;
+        if (clientMaxOutput !== undefined && model.kind === "chat" && clientMaxOutput > model.max_output_tokens) {
+          throw new InvalidRequestError(
+            `${outputCapParam(ctx)}=${clientMaxOutput} is above the maximum output of model "${model.id}": ${model.max_output_tokens} tokens; send ${model.max_output_tokens} or less`,
+            { param: outputCapParam(ctx) },
+          );
+        }
         const worst = {
           promptTokens,
           prices: catalog.pricesFor(model, promptTokens, new Date(ctx.startedAt)),
-          clientMaxOutput: ctx.request.maxOutputTokens,
+          clientMaxOutput,
           modelMaxOutput: model.max_output_tokens,
+          contextLength: model.context_length,
         };
         const now = host.now();
         let cycle = plansConfigured ? activePlan(key.accountId, now) : null;
         if (cycle instanceof Promise) cycle = await cycle.catch(storeDown);
         const plan = cycle ? config.plans[cycle.plan] : undefined;
         const limits = plan ? planLimits(plan, now) : undefined;
-        let outputCap: number | undefined;
+        let outputCap = 0;
         const input = {
           id: ctx.requestId,
           accountId: key.accountId,
@@ -78,7 +148,7 @@ export default definePlugin({
           keyLimited: key.limit !== null,
           instanceId,
           createdAt: ctx.startedAt,
-          windows: limits ? Object.fromEntries(Object.entries(limits.windows).map(([name, window]) => [name, window.start])) : undefined,
+          windows: limits ? windowStarts(limits) : undefined,
         };
         const holding = store.reserve(input, (funds) => {
           let reservation = planReservation(worst, funds);
@@ -101,6 +171,7 @@ export default definePlugin({
           storeDown(error);
         }
         ctx.upstreamOutputCap = outputCap;
+        ctx.heldNano = held;
         ctx.log.reserved_nano = held;
       },
       routes(app) {
@@ -169,6 +240,16 @@ function storeDown(error: unknown): never {
     );
   }
   throw error;
+}
+
+function windowStarts(limits: PlanLimits): Record<string, number> {
+  return Object.fromEntries(Object.entries(limits.windows).map(([name, window]) => [name, window.start]));
+}
+
+/** The client's name for its output cap, for the 400 that names it. */
+function outputCapParam(ctx: GatewayContext): string {
+  if (ctx.ingress.name === "openai-responses") return "max_output_tokens";
+  return ctx.body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
 }
 
 /** A smaller output cap that fits the funds given, or undefined when even one token does not. */

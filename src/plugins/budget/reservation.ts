@@ -6,16 +6,18 @@ import type { Funds } from "../storage/repository.ts";
 export interface ReservationPlan {
   /** Nano-USD held. */
   amount: NanoUsd;
-  /** Output tokens the upstream may generate when the client set no cap and funds bind below the model's maximum. */
-  outputCap?: number;
+  /** The output tokens the hold assumes: always sent upstream as the request's output cap. */
+  outputCap: number;
 }
 
 export interface WorstCase {
   promptTokens: number;
   prices: ModelPrices;
-  /** The client's max_tokens, if any. */
+  /** The client's max_tokens, if any (never above modelMaxOutput: the budget refuses that first). */
   clientMaxOutput?: number;
   modelMaxOutput: number;
+  /** The model's context window: prompt and output together never exceed it. */
+  contextLength?: number;
 }
 
 /**
@@ -30,12 +32,23 @@ export function planReservation(worst: WorstCase, funds: Funds): ReservationPlan
   const affordable = available <= promptCost ? 0 : prices.output === 0 ? worst.modelMaxOutput : Math.floor((available - promptCost) / prices.output);
 
   if (worst.clientMaxOutput !== undefined) {
-    if (affordable >= worst.clientMaxOutput) return { amount: promptCost + worst.clientMaxOutput * prices.output };
-    throw refusal(keyBinds, available, affordable, promptCost + worst.clientMaxOutput * prices.output, worst.clientMaxOutput);
+    const requested = worst.clientMaxOutput;
+    if (affordable >= requested) return { amount: promptCost + requested * prices.output, outputCap: requested };
+    throw refusal(keyBinds, available, Math.min(affordable, worst.modelMaxOutput), promptCost + requested * prices.output, requested);
   }
   if (affordable < 1) throw refusal(keyBinds, available, 0);
-  const output = Math.min(affordable, worst.modelMaxOutput);
-  return { amount: promptCost + output * prices.output, outputCap: output < worst.modelMaxOutput ? output : undefined };
+  const output = Math.min(affordable, outputRoom(worst));
+  return { amount: promptCost + output * prices.output, outputCap: output };
+}
+
+/**
+ * The most a client without a cap can get: the model's maximum, and no more than the context window
+ * leaves after the prompt's bound (upstreams that check prompt + max_tokens against the window refuse
+ * more). A bound past the window (a loose byte bound) leaves the model's maximum.
+ */
+function outputRoom(worst: WorstCase): number {
+  const room = worst.contextLength === undefined ? Infinity : worst.contextLength - worst.promptTokens;
+  return room >= 1 ? Math.min(worst.modelMaxOutput, room) : worst.modelMaxOutput;
 }
 
 function refusal(keyBinds: boolean, available: NanoUsd, affordable: number, needed?: NanoUsd, requested?: number) {
@@ -43,7 +56,9 @@ function refusal(keyBinds: boolean, available: NanoUsd, affordable: number, need
   const detail =
     requested === undefined
       ? `it does not cover this prompt`
-      : `max_tokens=${requested} can cost up to $${nanoToUsdString(needed!)}, and it affords at most ${affordable} output tokens for this prompt (lower max_tokens to ${affordable} or less)`;
+      : affordable < 1
+        ? `max_tokens=${requested} can cost up to $${nanoToUsdString(needed!)}, and it does not cover this prompt with even one output token`
+        : `max_tokens=${requested} can cost up to $${nanoToUsdString(needed!)}, and it affords at most ${affordable} output tokens for this prompt (lower max_tokens to ${affordable} or less)`;
   if (keyBinds) {
     return new KeyBudgetExceededError(
       `this API key's remaining budget is ${have}: ${detail}. Retrying will not help; raise the key's limit or use another key.`,

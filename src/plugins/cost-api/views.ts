@@ -24,6 +24,10 @@ export function generationView(g: Generation, callerKeyId: string) {
       reasoning_tokens: g.reasoningTokens,
     },
     total_cost: nanoToUsd(g.totalCost),
+    /** Priced but not charged: the hold and the funds still free ran out (docs/billing.md). */
+    unbilled_cost: nanoToUsd(g.unbilledCost ?? 0),
+    /** The usage was counted by the gateway: the upstream reported none. */
+    usage_estimated: g.usageEstimated === true,
     cost_breakdown: {
       input: nanoToUsd(input),
       cache_read: nanoToUsd(g.cacheReadCost),

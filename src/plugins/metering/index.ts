@@ -5,16 +5,11 @@ import { nanoToUsdString } from "../../core/money.ts";
 import { ZERO_USAGE, type Usage } from "../../formats/canonical.ts";
 import { countPromptTokens, countTextTokens } from "../token-count/count.ts";
 import type { Generation } from "../storage/repository.ts";
-import { priceUsage, type CostBreakdown } from "./cost.ts";
+import type { BudgetService } from "../budget/index.ts";
+import { chargeWithin, priceUsage, type CostBreakdown } from "./cost.ts";
+import { clampUsage } from "./usage.ts";
 
 const COST_HEADER = "x-gateway-cost";
-
-/** A stream cut short: the usage reported so far, its output raised to what was counted as delivered. */
-function withCountedOutput(reported: Usage | undefined, counted: Usage | undefined): Usage | undefined {
-  if (!reported || !counted) return reported ?? counted;
-  if (counted.outputTokens <= reported.outputTokens) return reported;
-  return { ...reported, outputTokens: counted.outputTokens };
-}
 
 declare module "../../core/context.ts" {
   interface GatewayContext {
@@ -25,10 +20,24 @@ declare module "../../core/context.ts" {
      * A field, not a WeakMap keyed by the context: ~10k weak entries a second cost the GC more.
      */
     streamedText?: string[];
+    /** The billed usage was counted by the gateway, not reported by the upstream. Writer: metering. */
+    usageEstimated?: boolean;
+    /** What a non-streamed answer is charged, decided once in onResponse and recorded in onComplete. Writer: metering. */
+    charged?: CostBreakdown;
   }
 }
 
-/** Prices each request's usage exactly and writes its generation record (its usage debit in the ledger). */
+/** A stream cut short: the usage reported so far, its output raised to what was counted as delivered. */
+function withCountedOutput(reported: Usage, counted: Usage | undefined): Usage {
+  if (!counted || counted.outputTokens <= reported.outputTokens) return reported;
+  return { ...reported, outputTokens: counted.outputTokens };
+}
+
+/**
+ * Prices each request's usage exactly and writes its generation record (its usage debit in the ledger).
+ * With the budget plugin, a debit never exceeds the request's hold plus what is still free (see
+ * docs/billing.md); the rest is recorded as `unbilledCost`.
+ */
 export default definePlugin({
   name: "metering",
   requires: ["storage", "auth", "catalog", "token-count"],
@@ -36,25 +45,96 @@ export default definePlugin({
   setup(_config, host) {
     const store = host.service("storage");
     const catalog = host.service("catalog");
+    const budget: BudgetService | undefined = host.has("budget") ? host.service("budget") : undefined;
 
-    function costOf(ctx: GatewayContext): CostBreakdown {
-      const usage = ctx.usage ?? ZERO_USAGE;
-      const prices = catalog.pricesFor(ctx.model!, usage.inputTokens, new Date(ctx.startedAt));
-      return priceUsage(usage, prices);
+    /**
+     * What the gateway counts (o200k) when the upstream reported nothing: the prompt (never above its
+     * admission bound) and the text delivered (never above the output cap sent upstream).
+     */
+    function countedUsage(ctx: GatewayContext, text: string | undefined): Usage {
+      const cap = ctx.upstreamOutputCap ?? ctx.request.maxOutputTokens ?? ctx.model!.max_output_tokens;
+      const outputTokens = text ? Math.min(countTextTokens(text, true), cap) : 0;
+      const inputTokens = Math.min(countPromptTokens(ctx.body, true), ctx.promptTokenBound ?? Number.MAX_SAFE_INTEGER);
+      return { inputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0 };
     }
 
     /**
-     * A stream cut short without a usage report: bill the prompt and the delivered text as the o200k
-     * tokenizer counts them (an estimate, not the reservation's upper bound), the output never above the
-     * request's own output cap.
+     * The usage billed. Reported usage is clamped to sane integers. A successful answer without a usage
+     * report is billed from the counted prompt and text (`usageEstimated`); a stream cut short for the text
+     * it delivered (counted) when that is more than reported; a call that failed before generating, zero.
      */
-    function estimateUsage(ctx: GatewayContext): Usage | undefined {
-      const parts = ctx.streamedText;
-      if (!parts || parts.length === 0) return undefined;
-      const cap = ctx.request.maxOutputTokens ?? ctx.upstreamOutputCap ?? ctx.model!.max_output_tokens;
-      const outputTokens = Math.min(countTextTokens(parts.join(""), true), cap);
-      const inputTokens = Math.min(countPromptTokens(ctx.body, true), ctx.promptTokenBound ?? Number.MAX_SAFE_INTEGER);
-      return { inputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0 };
+    function billedUsage(ctx: GatewayContext, outcome: Outcome): Usage | undefined {
+      let usage = ctx.usage;
+      const streamed = ctx.streamedText;
+      if (usage === undefined) {
+        if (outcome.status === "success") {
+          usage = countedUsage(ctx, streamed ? streamed.join("") : ctx.answerText);
+          host.log.warn("the upstream reported no usage; billed from the counted prompt and answer", logFields(ctx, usage));
+        } else if (streamed && streamed.length > 0) {
+          usage = countedUsage(ctx, streamed.join(""));
+        } else {
+          return undefined;
+        }
+        ctx.usageEstimated = true;
+        return usage;
+      }
+      const clamped = clampUsage(usage);
+      if (clamped !== usage) {
+        host.log.warn("the upstream reported usage out of range; clamped", { ...logFields(ctx, clamped), reported: usage });
+        usage = clamped;
+      }
+      if (outcome.status !== "success" && streamed && streamed.length > 0) {
+        const raised = withCountedOutput(usage, countedUsage(ctx, streamed.join("")));
+        if (raised !== usage) ctx.usageEstimated = true;
+        usage = raised;
+      }
+      return usage;
+    }
+
+    /**
+     * The cost charged: the priced usage, never more than the hold plus what is still free. The normal
+     * path (cost within the hold, or no budget plugin) returns at once; only an upstream that billed past
+     * its cap waits for the hold's extension.
+     */
+    function charge(ctx: GatewayContext, outcome: Outcome): CostBreakdown | Promise<CostBreakdown> {
+      const usage = (ctx.usage = billedUsage(ctx, outcome)) ?? ZERO_USAGE;
+      const prices = catalog.pricesFor(ctx.model!, usage.inputTokens, new Date(ctx.startedAt));
+      const cost = priceUsage(usage, prices);
+      if (budget === undefined) return cost;
+      const held = ctx.heldNano ?? 0;
+      if (cost.totalCost <= held) return cost;
+      return chargeBeyondHold(ctx, cost, held);
+    }
+
+    async function chargeBeyondHold(ctx: GatewayContext, cost: CostBreakdown, held: number): Promise<CostBreakdown> {
+      const granted = await budget!.extendHold(ctx, cost.totalCost - held);
+      const charged = chargeWithin(cost, held + granted);
+      // An upstream billed past the output cap it was sent (or the prompt bound was short): worth a look either way.
+      host.log.warn(
+        charged.unbilledCost > 0
+          ? "the priced usage exceeds the hold and the funds still free; the rest is not charged (unbilled)"
+          : "the priced usage exceeds the hold; the hold was extended from free funds",
+        {
+          ...logFields(ctx, ctx.usage ?? ZERO_USAGE),
+          priced_nano: cost.totalCost,
+          held_nano: held,
+          extended_nano: granted,
+          charged_nano: charged.totalCost,
+          unbilled_nano: charged.unbilledCost,
+        },
+      );
+      return charged;
+    }
+
+    function priced(ctx: GatewayContext, cost: CostBreakdown): void {
+      ctx.cost = cost.totalCost;
+      ctx.responseHeaders[COST_HEADER] = nanoToUsdString(cost.totalCost);
+    }
+
+    function record(ctx: GatewayContext, outcome: Outcome, cost: CostBreakdown): void {
+      ctx.cost = cost.totalCost;
+      store.recordGeneration(generationRecord(ctx, outcome, cost));
+      ctx.metered = true;
     }
 
     return {
@@ -65,25 +145,41 @@ export default definePlugin({
         if (ctx.streamedText) ctx.streamedText.push(text);
         else ctx.streamedText = [text];
       },
+      // A non-streamed answer: charged here, once, so the cost header shows what onComplete records.
       onResponse(ctx) {
-        if (!ctx.model) return;
-        const cost = costOf(ctx);
-        ctx.cost = cost.totalCost;
-        ctx.responseHeaders[COST_HEADER] = nanoToUsdString(cost.totalCost);
+        if (!ctx.model || !ctx.principal) return;
+        const cost = charge(ctx, SUCCESS);
+        if (cost instanceof Promise) {
+          return cost.then(function chargedBeyondHold(settled) {
+            ctx.charged = settled;
+            priced(ctx, settled);
+          });
+        }
+        ctx.charged = cost;
+        priced(ctx, cost);
       },
       onComplete(ctx, outcome) {
         if (!ctx.principal || !ctx.model || !ctx.target) return;
-        // No usage: a call that failed before generating prices to zero; a stream cut short without a
-        // usage report is billed for the text it delivered (counted) and the prompt (its bound).
-        if (outcome.status !== "success") ctx.usage = withCountedOutput(ctx.usage, estimateUsage(ctx));
-        const cost = costOf(ctx);
-        ctx.cost = cost.totalCost;
-        store.recordGeneration(generationRecord(ctx, outcome, cost));
-        ctx.metered = true;
+        if (ctx.charged) return record(ctx, outcome, ctx.charged);
+        const cost = charge(ctx, outcome);
+        if (cost instanceof Promise) return cost.then((settled) => record(ctx, outcome, settled));
+        record(ctx, outcome, cost);
       },
     };
   },
 });
+
+const SUCCESS: Outcome = { status: "success" };
+
+function logFields(ctx: GatewayContext, usage: Usage): Record<string, unknown> {
+  return {
+    request_id: ctx.requestId,
+    model: ctx.model?.id,
+    provider: ctx.target?.provider,
+    prompt_tokens: usage.inputTokens,
+    completion_tokens: usage.outputTokens,
+  };
+}
 
 function generationRecord(ctx: GatewayContext, outcome: Outcome, cost: CostBreakdown): Generation {
   const usage = ctx.usage ?? ZERO_USAGE;
@@ -108,5 +204,6 @@ function generationRecord(ctx: GatewayContext, outcome: Outcome, cost: CostBreak
     cacheWriteTokens: usage.cacheWriteTokens,
     reasoningTokens: usage.reasoningTokens,
     ...cost,
+    usageEstimated: ctx.usageEstimated === true,
   };
 }

@@ -89,7 +89,15 @@ export interface Generation {
   cacheReadCost: NanoUsd;
   cacheWriteCost: NanoUsd;
   outputCost: NanoUsd;
+  /** What was charged: the priced usage, bounded by the request's hold plus what was still free. */
   totalCost: NanoUsd;
+  /**
+   * The part of the priced usage that could not be charged (the funds, key limit or a plan window ran
+   * out). Metering always sets it; absent is 0 (writers that predate the column).
+   */
+  unbilledCost?: NanoUsd;
+  /** The usage was counted by the gateway (the upstream reported none), not reported. Absent is false. */
+  usageEstimated?: boolean;
 }
 
 export interface RequestPage {
@@ -151,6 +159,8 @@ export interface ReservationInput {
   createdAt: number;
   /** Spend windows to measure, by name: the window's start (epoch ms). */
   windows?: Record<string, number>;
+  /** The request already holds funds and this call extends its hold: a failed attempt leaves the first hold in place. */
+  extension?: boolean;
 }
 
 export interface Repository {
@@ -184,6 +194,8 @@ export interface Repository {
   /**
    * Atomically reads the available funds, asks `decide` for the amount to hold (it throws a
    * GatewayError to refuse) and holds it. Concurrent reservations never spend the same funds.
+   * A second call for an id already held EXTENDS that hold by the amount decided (the funds it sees
+   * already exclude the hold): how a request whose priced cost exceeds its hold takes what is still free.
    */
   reserve(input: ReservationInput, decide: (funds: Funds) => NanoUsd): Promise<NanoUsd>;
   /** Buys a plan cycle atomically: balance funding debits the price (once per account); the bonus is credited. */

@@ -41,5 +41,8 @@ export function checkGeneration(g: Generation): void {
   if (!Number.isSafeInteger(g.totalCost) || g.totalCost < 0) {
     throw new RangeError(`generation ${g.id}: totalCost must be a non-negative integer (nano-USD)`);
   }
+  if (g.unbilledCost !== undefined && (!Number.isSafeInteger(g.unbilledCost) || g.unbilledCost < 0)) {
+    throw new RangeError(`generation ${g.id}: unbilledCost must be a non-negative integer (nano-USD)`);
+  }
   if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
 }

@@ -50,7 +50,7 @@ describe("openai-chat decodeResponse", () => {
       const decoded = decodeResponse({ id: "x", model: "m", choices, usage: { prompt_tokens: 3, completion_tokens: 0 } });
       expect(decoded.content).toEqual([]);
       expect(decoded.finishReason).toBe("stop");
-      expect(decoded.usage.inputTokens).toBe(3);
+      expect(decoded.usage!.inputTokens).toBe(3);
     }
     expect(() => decodeResponse({ error: { message: "boom" } })).toThrow(UpstreamError);
   });

@@ -118,6 +118,8 @@ function generation(ctx: GatewayContext, key: ApiKey, totalCost: number): Genera
     cacheWriteCost: 0,
     outputCost: 0,
     totalCost,
+    unbilledCost: 0,
+    usageEstimated: false,
   };
 }
 
@@ -155,7 +157,8 @@ describe("budget plugin on SQLite", () => {
     const ctx = context(key, 1000);
     await plugin.onRequest!(ctx);
     expect(ctx.log.reserved_nano).toBe(20 * 125 + 1000 * 500);
-    expect(ctx.upstreamOutputCap).toBeUndefined();
+    expect(ctx.upstreamOutputCap).toBe(1000); // the cap the hold assumed is always sent upstream
+    expect(ctx.heldNano).toBe(20 * 125 + 1000 * 500);
     expect(availableSeenByAnotherProcess(path, key.accountId)).toBe(5e9 - (20 * 125 + 1000 * 500));
     await plugin.onComplete!(ctx, { status: "failed", error: { status: 502, code: "upstream_error", message: "x" } });
     expect(reservations(path)).toBe(0);

@@ -80,6 +80,8 @@ export function makeGeneration(accountId: string, keyId: string, overrides: Part
     cacheWriteCost: 0,
     outputCost,
     totalCost: inputCost + outputCost,
+    unbilledCost: 0,
+    usageEstimated: false,
     ...overrides,
   };
 }

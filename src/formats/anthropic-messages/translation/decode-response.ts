@@ -1,5 +1,4 @@
 import type { CanonicalPart, CanonicalResponse } from "../../canonical.ts";
-import { ZERO_USAGE } from "../../canonical.ts";
 import { finishFromStopReason } from "../stream-decoder.ts";
 import { readMessagesUsage } from "../usage.ts";
 import { ANTHROPIC_MESSAGES } from "../signature.ts";
@@ -41,6 +40,6 @@ export function decodeMessagesResponse(body: Record<string, unknown>): Canonical
     model,
     content,
     finishReason: finishFromStopReason(body.stop_reason, sawTool),
-    usage: readMessagesUsage(body.usage as never) ?? { ...ZERO_USAGE },
+    usage: readMessagesUsage(body.usage as never),
   };
 }

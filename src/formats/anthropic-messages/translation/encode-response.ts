@@ -1,5 +1,5 @@
 import type { GatewayContext } from "../../../core/context.ts";
-import type { CanonicalPart, CanonicalResponse, FinishReason } from "../../canonical.ts";
+import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type FinishReason } from "../../canonical.ts";
 import { toAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES, wrapForeignSignature } from "../signature.ts";
 import { writeMessagesUsage } from "../usage.ts";
@@ -64,6 +64,6 @@ export function encodeMessagesResponse(response: CanonicalResponse, ctx: Gateway
     content,
     stop_reason: stopReasonFor(response.finishReason, sawTool),
     stop_sequence: null,
-    usage: writeMessagesUsage(response.usage),
+    usage: writeMessagesUsage(response.usage ?? ctx.usage ?? ZERO_USAGE), // none reported: what metering billed
   };
 }

@@ -43,7 +43,7 @@ export function decodeChatResponse(body: Record<string, unknown>): CanonicalResp
     model,
     content,
     finishReason: finishFromChat(choice?.finish_reason, sawToolCall),
-    usage: readChatUsage(completion.usage) ?? { ...ZERO_USAGE },
+    usage: readChatUsage(completion.usage),
   };
 }
 
@@ -75,7 +75,7 @@ export function encodeChatResponse(response: CanonicalResponse, ctx: GatewayCont
     created: Math.floor(ctx.startedAt / 1000),
     model: ctx.request.model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishToChat(response.finishReason, toolCalls.length > 0) }],
-    usage: chatUsage(response.usage),
+    usage: chatUsage(response.usage ?? ctx.usage ?? ZERO_USAGE), // none reported: what metering billed
   };
 }
 

@@ -37,5 +37,5 @@ export function encodeResponsesResponse(response: CanonicalResponse, ctx: Gatewa
   // Tool calls end a completed response (Responses has no tool stop reason, no requires_action: F.39).
   const { status, incomplete_details } = statusFor(response.finishReason);
   const error = status === "failed" ? { code: "server_error", message: "the upstream model stopped with an error" } : null;
-  return responseObject(ctx, ids, Math.floor(Date.now() / 1000), { status, output, usage: response.usage, error, incomplete_details });
+  return responseObject(ctx, ids, Math.floor(Date.now() / 1000), { status, output, usage: response.usage ?? ctx.usage, error, incomplete_details });
 }

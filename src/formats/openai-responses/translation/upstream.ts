@@ -1,7 +1,6 @@
 import type { StreamDecoder } from "../../../core/format.ts";
 import { UpstreamError } from "../../../core/errors.ts";
 import type { CanonicalChatRequest, CanonicalImagePart, CanonicalPart, CanonicalResponse, CanonicalTextPart, CanonicalToolChoice, FinishReason, StreamEvent } from "../../canonical.ts";
-import { ZERO_USAGE } from "../../canonical.ts";
 import { createResponsesEventReader } from "../events.ts";
 import { RESPONSES_FORMAT, reasoningText } from "../reasoning-state.ts";
 import { canonicalToolName, wrapCustomInput } from "../tools.ts";
@@ -125,7 +124,7 @@ export function decodeResponsesResponse(body: Record<string, unknown>): Canonica
     model,
     content,
     finishReason: finishOf(response, sawToolCall),
-    usage: readResponsesUsage(response.usage) ?? { ...ZERO_USAGE },
+    usage: readResponsesUsage(response.usage),
   };
 }
 

@@ -46,6 +46,10 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
         const cap = ctx.upstreamOutputCap ?? ctx.model?.max_output_tokens;
         if (cap !== undefined) body.max_tokens = cap;
         fitThinkingBudget(body);
+      } else if (ctx.upstreamOutputCap !== undefined && !(typeof body.max_tokens === "number" && body.max_tokens <= ctx.upstreamOutputCap)) {
+        // The cap the budget's hold assumed, always (the client's own max_tokens is that cap already).
+        body.max_tokens = ctx.upstreamOutputCap;
+        fitThinkingBudget(body);
       }
       return body;
     },

@@ -42,8 +42,9 @@ export function createGeminiProvider(upstream: GeminiUpstream): Provider {
   };
 }
 
-/** The budget's output cap, when the client set none (Gemini's limit includes thinking tokens too). */
+/** The cap the budget's hold assumed, always sent (Gemini's limit includes thinking tokens too). */
 function applyOutputCap(body: Record<string, unknown>, cap: number): void {
   const config = (body.generationConfig ??= {}) as Record<string, unknown>;
-  if (config.maxOutputTokens == null) config.maxOutputTokens = cap;
+  const current = config.maxOutputTokens;
+  if (!(typeof current === "number" && current <= cap)) config.maxOutputTokens = cap;
 }

@@ -15,12 +15,18 @@ export interface OpenAIWireUpstream {
   /** Name of the environment variable that holds the key (for the 503 message). */
   apiKeyEnv: string;
   apiKey: string | undefined;
-  /** Where a budget cap on output goes when the client set none: OpenAI wants max_completion_tokens, compatible vendors max_tokens. */
+  /** Where the budget's output cap goes when the client set none: OpenAI wants max_completion_tokens, compatible vendors max_tokens. */
   outputCapField: "max_completion_tokens" | "max_tokens";
   /** Also serves the Responses API natively at `{base_url}/responses` (OpenAI itself; compatible vendors do not). */
   responses?: boolean;
   /** Also serves image generation at `{base_url}/images/generations` (OpenAI Images format, base64 answers). */
   images?: boolean;
+}
+
+/** Sets an output cap field to `cap` unless it already holds a number at or below it. */
+export function capOutput(body: Record<string, unknown>, field: string, cap: number): void {
+  const value = body[field];
+  if (!(typeof value === "number" && value <= cap)) body[field] = cap;
 }
 
 /** A provider for any upstream that speaks OpenAI chat completions. */
@@ -35,10 +41,17 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
     buildBody(ctx: GatewayContext, format) {
       const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
       if (format === openaiImages) return body; // priced by size and quality: no output cap field
+      // The cap the budget's hold assumed always goes upstream: an honest upstream never bills past the hold.
+      const cap = ctx.upstreamOutputCap;
+      if (cap === undefined) return body;
       if (format === openaiResponses) {
-        if (ctx.upstreamOutputCap !== undefined && body.max_output_tokens == null) body.max_output_tokens = ctx.upstreamOutputCap;
-      } else if (ctx.upstreamOutputCap !== undefined && body.max_tokens == null && body.max_completion_tokens == null) {
-        body[upstream.outputCapField] = ctx.upstreamOutputCap;
+        capOutput(body, "max_output_tokens", cap);
+      } else if (body.max_tokens == null && body.max_completion_tokens == null) {
+        body[upstream.outputCapField] = cap;
+      } else {
+        // The client's own field(s), never above the cap (a client may send both).
+        if (body.max_tokens != null) capOutput(body, "max_tokens", cap);
+        if (body.max_completion_tokens != null) capOutput(body, "max_completion_tokens", cap);
       }
       return body;
     },

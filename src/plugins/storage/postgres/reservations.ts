@@ -43,9 +43,11 @@ select
               cross join lateral (select coalesce(sum(cost_nano), 0) as spent, min(bucket_start) as oldest
                                     from spend_buckets where account_id = w.account_id and bucket_start >= w.start) s), '[]') as windows`;
 
+/** By id: a second reservation of a request extends its hold (Repository.reserve). */
 const INSERT_HOLDS = `
 insert into reservations (id, account_id, key_id, amount_nano, instance_id, created_at)
-select * from unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[])`;
+select * from unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[])
+on conflict (id) do update set amount_nano = reservations.amount_nano + excluded.amount_nano`;
 
 export interface FundsScope {
   accountId: string;
@@ -342,7 +344,8 @@ export function createPostgresReservations(client: SQL, pending: PendingGenerati
     } catch (error) {
       // These requests are refused. When the connection went down around the COMMIT, their holds may
       // have been stored all the same: they are deleted as soon as the store answers again.
-      orphans.drop(batch.map((item) => item.input.id));
+      // An extension's request keeps its first hold: its debit replaces it (metering-writer).
+      orphans.drop(batch.filter((item) => !item.input.extension).map((item) => item.input.id));
       for (const item of batch) item.reject(error);
       return;
     }

@@ -50,6 +50,8 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
         cacheWriteCost: p("cacheWriteCost"),
         outputCost: p("outputCost"),
         totalCost: p("totalCost"),
+        unbilledCost: p("unbilledCost"),
+        usageEstimated: p("usageEstimated"),
       })
       .onConflictDoNothing({ target: generations.id }),
   );
@@ -115,7 +117,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
     const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
     for (const g of batch) {
       if (options.holdsInTable) deleteReservation.run(g.id);
-      const inserted = insertGeneration.run(g);
+      const inserted = insertGeneration.run(g.unbilledCost === undefined || g.usageEstimated === undefined ? withBillingDefaults(g) : g);
       if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {
         accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);
@@ -149,6 +151,11 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
       transaction.immediate(batch);
     },
   };
+}
+
+/** A generation from a writer that predates `unbilledCost` / `usageEstimated`: their column defaults. */
+function withBillingDefaults(g: Generation): Generation {
+  return { ...g, unbilledCost: g.unbilledCost ?? 0, usageEstimated: g.usageEstimated ?? false };
 }
 
 /** Spend windows count spend in 5-minute buckets by request start. */

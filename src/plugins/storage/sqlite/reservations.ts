@@ -96,8 +96,10 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   const accountReserved = client.prepare<{ reserved: number }, [string]>(
     `select coalesce(sum(amount_nano), 0) as reserved from reservations where account_id = ?`,
   );
+  // By id: a second reservation of a request extends its hold (Repository.reserve).
   const insert = client.prepare(
-    `insert into reservations (id, account_id, key_id, amount_nano, instance_id, created_at) values (?, ?, ?, ?, ?, ?)`,
+    `insert into reservations (id, account_id, key_id, amount_nano, instance_id, created_at) values (?, ?, ?, ?, ?, ?)
+       on conflict (id) do update set amount_nano = reservations.amount_nano + excluded.amount_nano`,
   );
   const remove = client.prepare(`delete from reservations where id = ?`);
   const heartbeat = client.prepare(
@@ -186,7 +188,15 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
         insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
         stored.held(input, amount);
       }
-      mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
+      const hold = mine.get(input.id);
+      if (hold) {
+        // An extension (metering asks before it settles the request; counted as settled if it already was).
+        hold.amount += amount;
+        if (hold.settled) {
+          add(settledByAccount, hold.accountId, amount);
+          add(settledByKey, hold.keyId, amount);
+        }
+      } else mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
     }
     return amount;
   }

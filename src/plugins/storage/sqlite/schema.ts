@@ -85,6 +85,10 @@ export const generations = sqliteTable(
     cacheWriteCost: money("cache_write_cost_nano").notNull(),
     outputCost: money("output_cost_nano").notNull(),
     totalCost: money("total_cost_nano").notNull(),
+    /** Priced but not charged: past the request's hold and what was still free (docs/billing.md). */
+    unbilledCost: money("unbilled_cost_nano").notNull().default(0),
+    /** The usage was counted by the gateway: the upstream reported none. */
+    usageEstimated: integer("usage_estimated", { mode: "boolean" }).notNull().default(false),
   },
   (t) => [
     index("generations_account_created_idx").on(t.accountId, t.createdAt),

@@ -1,0 +1,35 @@
+import type { Usage } from "../../formats/canonical.ts";
+
+/**
+ * The most tokens one usage field is taken at: past it the figure is the upstream's error (1e15, 1e308),
+ * and every price × tokens sum stays a safe integer (10^9 tokens × $1,000 per million is 10^15 nano-USD).
+ */
+export const MAX_USAGE_TOKENS = 1_000_000_000;
+
+function count(value: unknown): number {
+  // NaN, negatives, strings and null are 0; fractions round down; past the maximum is the maximum.
+  return typeof value === "number" && value > 0 ? (value >= MAX_USAGE_TOKENS ? MAX_USAGE_TOKENS : Math.floor(value)) : 0;
+}
+
+/**
+ * Usage as metering can price it: integers in [0, MAX_USAGE_TOKENS], cache reads and writes within the
+ * input, reasoning within the output. The same object when it already is (no allocation on the hot
+ * path), else a clamped copy.
+ */
+export function clampUsage(usage: Usage): Usage {
+  const inputTokens = count(usage.inputTokens);
+  const cacheReadTokens = Math.min(count(usage.cacheReadTokens), inputTokens);
+  const cacheWriteTokens = Math.min(count(usage.cacheWriteTokens), inputTokens - cacheReadTokens);
+  const outputTokens = count(usage.outputTokens);
+  const reasoningTokens = Math.min(count(usage.reasoningTokens), outputTokens);
+  if (
+    inputTokens === usage.inputTokens &&
+    cacheReadTokens === usage.cacheReadTokens &&
+    cacheWriteTokens === usage.cacheWriteTokens &&
+    outputTokens === usage.outputTokens &&
+    reasoningTokens === usage.reasoningTokens
+  ) {
+    return usage;
+  }
+  return { inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens, reasoningTokens };
+}
