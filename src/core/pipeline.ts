@@ -18,7 +18,7 @@ import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
 import { afterTurn, requestEnded, requestStarted } from "./turn-end.ts";
-import type { UpstreamResponse } from "./upstream-client.ts";
+import type { UpstreamResponse } from "../transport/transport.ts";
 
 export interface Stage {
   name: string;

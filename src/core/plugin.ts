@@ -4,7 +4,7 @@ import type { GatewayContext, Outcome } from "./context.ts";
 import type { StreamEvent } from "../formats/canonical.ts";
 import type { WireFormat } from "./format.ts";
 import type { Logger } from "./log.ts";
-import type { UpstreamResponse } from "./upstream-client.ts";
+import type { UpstreamResponse } from "../transport/transport.ts";
 
 /**
  * What plugins offer each other, keyed by plugin name. Each plugin that `provides` something adds

@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import type { WireFormat } from "../../../core/format.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { jsonHeaders, upstreamFetch } from "../../../core/http.ts";
+import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
 import { crossesFormats, upstreamBodyFor } from "../../../core/translate.ts";
 import { anthropicMessages } from "../../../formats/anthropic-messages/index.ts";
 import { fitThinkingBudget } from "../../../formats/anthropic-messages/translation/from-canonical.ts";

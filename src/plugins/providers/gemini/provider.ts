@@ -1,7 +1,7 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { jsonHeaders, upstreamFetch } from "../../../core/http.ts";
+import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
 import { upstreamBodyFor } from "../../../core/translate.ts";
 import { gemini } from "../../../formats/gemini/index.ts";
 
