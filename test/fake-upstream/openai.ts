@@ -53,6 +53,8 @@ export interface FakeDirective {
   tool_calls?: { name: string; arguments?: unknown }[];
   /** Never send usage (non-stream: no `usage` key; stream: no usage chunk and no `usage` keys). */
   no_usage?: boolean;
+  /** Send `"usage": null` where usage belongs (non-stream: the body's key; stream: every chunk and the usage chunk). */
+  usage_null?: boolean;
   /** Send the first n SSE events then stall forever without closing. Non-stream: send headers, stall the body. */
   hang_after_chunks?: number;
   /** Send the first n SSE events, then `data: {"error":{...}}` and close (no [DONE]). */
@@ -86,8 +88,9 @@ export interface ChatReplySpec {
   text: string | null;
   toolCalls: ToolCallSpec[];
   finishReason: string;
-  /** null → omit usage entirely (no_usage). */
+  /** null → omit usage entirely (no_usage), or send it as null (usageNull). */
   usage: OpenAIUsage | null;
+  usageNull?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,8 +283,8 @@ export function buildReplySpec(body: any, directive: FakeDirective | null, creat
   const text = replyText(body, directive);
   const toolCalls = directive?.tool_calls ? normalizeToolCalls(directive.tool_calls).map((tc) => ({ ...tc, id: newToolCallId() })) : [];
   const finishReason = directive?.finish_reason ?? (toolCalls.length > 0 ? "tool_calls" : "stop");
-  const usage = directive?.no_usage ? null : computeUsage(body, directive);
-  return { id: newCompletionId(), created, model, text, toolCalls, finishReason, usage };
+  const usage = directive?.no_usage || directive?.usage_null ? null : computeUsage(body, directive);
+  return { id: newCompletionId(), created, model, text, toolCalls, finishReason, usage, usageNull: directive?.usage_null === true };
 }
 
 /** Non-stream `chat.completion` object. */
@@ -302,6 +305,7 @@ export function buildChatCompletion(spec: ChatReplySpec): Record<string, unknown
     choices: [{ index: 0, message, logprobs: null, finish_reason: spec.finishReason }],
   };
   if (spec.usage) out.usage = spec.usage;
+  else if (spec.usageNull) out.usage = null;
   out.service_tier = "default";
   out.system_fingerprint = SYSTEM_FINGERPRINT;
   return out;
@@ -372,7 +376,7 @@ export const SSE_DONE = "data: [DONE]\n\n";
  * otherwise chunks have no `usage` key.
  */
 export function buildStreamEvents(spec: ChatReplySpec, includeUsage: boolean): string[] {
-  const withUsage = includeUsage && spec.usage !== null;
+  const withUsage = includeUsage && (spec.usage !== null || spec.usageNull === true);
   const head =
     `data: {"id":"${spec.id}","object":"chat.completion.chunk","created":${spec.created},"model":${JSON.stringify(spec.model)},` +
     `"service_tier":"default","system_fingerprint":"${SYSTEM_FINGERPRINT}","choices":[`;

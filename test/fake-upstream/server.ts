@@ -15,7 +15,7 @@
  *
  * Scenario control: put `[[fake {json}]]` in the LAST user message's text. See FakeDirective in openai.ts:
  *   usage{prompt_tokens,completion_tokens,total_tokens,cached_tokens,cache_write_tokens,reasoning_tokens}, text,
- *   status + error, delay_ms, chunk_delay_ms, tool_calls[{name,arguments}], no_usage, hang_after_chunks,
+ *   status + error, delay_ms, chunk_delay_ms, tool_calls[{name,arguments}], no_usage, usage_null, hang_after_chunks,
  *   stream_error_after_chunks, drop_after_chunks, finish_reason, headers.
  */
 import {

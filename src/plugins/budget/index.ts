@@ -2,8 +2,8 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { planReservation, type ReservationPlan, type WorstCase } from "./reservation.ts";
 import { t } from "elysia";
-import { InvalidRequestError, UnavailableError } from "../../core/errors.ts";
-import { usdToNano, type NanoUsd } from "../../core/money.ts";
+import { InvalidRequestError, NotFoundError, UnavailableError } from "../../core/errors.ts";
+import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import type { Funds, PlanCycle } from "../storage/repository.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
@@ -78,6 +78,57 @@ export default definePlugin({
       const cycle = await activePlan(accountId, host.now());
       const plan = cycle ? config.plans[cycle.plan] : undefined;
       return plan ? planLimits(plan, startedAt) : undefined;
+    }
+
+    /**
+     * The funds as a reservation sees them now, read through the reservation machinery itself (a
+     * decision that holds nothing), beside the stored figures: what `held` says is live holds.
+     */
+    async function fundsView(accountId: string, key: { id: string; limit: NanoUsd | null } | null) {
+      const now = host.now();
+      const limits = await windowsOf(accountId, now);
+      let seen: Funds | undefined;
+      await store.reserve(
+        {
+          id: "probe_" + crypto.randomUUID(),
+          accountId,
+          keyId: key?.id ?? "",
+          keyLimited: key !== null && key.limit !== null,
+          instanceId,
+          createdAt: now,
+          windows: limits ? windowStarts(limits) : undefined,
+        },
+        function holdNothing(funds) {
+          seen = funds;
+          return 0;
+        },
+      );
+      const totals = await store.accountTotals(accountId);
+      const keyUsage = key ? await store.keyUsage(key.id) : 0;
+      return {
+        account_id: accountId,
+        balance: nanoToUsd(totals.balance),
+        available: nanoToUsd(seen!.account),
+        held: nanoToUsd(totals.balance - seen!.account),
+        key:
+          key === null
+            ? null
+            : {
+                id: key.id,
+                limit: key.limit === null ? null : nanoToUsd(key.limit),
+                usage: nanoToUsd(keyUsage),
+                available: seen!.key === null ? null : nanoToUsd(seen!.key),
+                held: key.limit === null || seen!.key === null ? null : nanoToUsd(key.limit - keyUsage - seen!.key),
+              },
+        windows: limits
+          ? Object.fromEntries(
+              Object.entries(limits.windows).map(([name, window]) => [
+                name,
+                { cap: nanoToUsd(window.cap), start: new Date(window.start).toISOString(), spent_or_held: nanoToUsd(seen!.windows[name]?.spent ?? 0) },
+              ]),
+            )
+          : {},
+      };
     }
 
     const service: BudgetService = {
@@ -204,6 +255,20 @@ export default definePlugin({
               funding: t.Union([t.Literal("balance"), t.Literal("card")], { error: "funding must be balance or card" }),
             }),
             detail: { summary: "Buy a plan cycle: balance (one non-renewing 30-day cycle per account) or card (recurring)", tags: ["admin"] },
+          },
+        );
+        app.get(
+          "/admin/v1/accounts/:id/funds",
+          async ({ params, query }) => {
+            const account = await store.getAccount(params.id);
+            if (!account) throw new NotFoundError(`account ${params.id} not found`);
+            const key = query.key_id === undefined ? null : await store.getKey(query.key_id);
+            if (query.key_id !== undefined && (!key || key.accountId !== params.id)) throw new NotFoundError(`key ${query.key_id} not found on account ${params.id}`);
+            return { data: await fundsView(params.id, key) };
+          },
+          {
+            query: t.Object({ key_id: t.Optional(t.String({ minLength: 1 })) }),
+            detail: { summary: "What a request may hold now: the balance, the key's room and the plan windows, each less every live hold", tags: ["admin"] },
           },
         );
       },
