@@ -3,7 +3,7 @@ import { definePlugin } from "../../core/plugin.ts";
 import type { GatewayContext, Outcome } from "../../core/context.ts";
 import { nanoToUsdString } from "../../core/money.ts";
 import { ZERO_USAGE, type Usage } from "../../formats/canonical.ts";
-import { countPromptTokens, countTextTokens } from "../token-count/count.ts";
+import { countPromptTokens, countTextTokens, toolPromptOverhead } from "../token-count/count.ts";
 import type { Generation } from "../storage/repository.ts";
 import type { BudgetService } from "../budget/index.ts";
 import { chargeWithin, priceUsage, type CostBreakdown } from "./cost.ts";
@@ -54,7 +54,7 @@ export default definePlugin({
     function countedUsage(ctx: GatewayContext, text: string | undefined): Usage {
       const cap = ctx.upstreamOutputCap ?? ctx.request.maxOutputTokens ?? ctx.model!.max_output_tokens;
       const outputTokens = text ? Math.min(countTextTokens(text, true), cap) : 0;
-      const inputTokens = Math.min(countPromptTokens(ctx.body, true), ctx.promptTokenBound ?? Number.MAX_SAFE_INTEGER);
+      const inputTokens = Math.min(countPromptTokens(ctx.body, true) + toolPromptOverhead(ctx.body), ctx.promptTokenBound ?? Number.MAX_SAFE_INTEGER);
       return { inputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0 };
     }
 

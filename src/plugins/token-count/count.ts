@@ -58,11 +58,33 @@ function cachedO200k(text: string, count: (text: string) => number): number {
   return tokens;
 }
 
-/** Tokens an image part may cost at most, whatever the family (Anthropic ~1.6k, OpenAI high detail ~1.1k). */
+/**
+ * Tokens an image part may cost at most, whatever the family (Anthropic ~1.6k, OpenAI high detail up to
+ * ~1.5k, patch-based models ~2.5k, Gemini 258 per 768-px tile). The catalog carries no per-model image
+ * figure, so this flat bound applies to every model (`PromptLimits.imageTokens` takes one when it does).
+ */
 export const IMAGE_TOKEN_BOUND = 6_000;
-/** Per-message framing tokens (role, separators): OpenAI uses 3-4. */
+/** Per-message framing tokens (role, separators): OpenAI uses 3-4. Responses input items count as messages. */
 const PER_MESSAGE = 4;
 const PER_REQUEST = 8;
+/**
+ * Tools cost more than their text: the upstream wraps them in a prompt of its own (Anthropic's tool-use
+ * system prompt is ~350 tokens; OpenAI renders functions into a namespace block), once per request and
+ * a little per tool.
+ */
+const TOOLS_OVERHEAD = 500;
+const PER_TOOL = 20;
+
+/** What a model adds to the bound: its image cost, and its context window for parts of unknown size. */
+export interface PromptLimits {
+  /** Tokens one image may cost on this model (default IMAGE_TOKEN_BOUND). */
+  imageTokens?: number;
+  /**
+   * The model's context window: a document or file part whose size the gateway cannot see (a PDF, a
+   * file id, a URL) may fill it, so it counts as the whole window. Without it such a part counts its JSON.
+   */
+  contextLength?: number;
+}
 
 /**
  * Another family's tokenizer, bounded from above: twice the o200k count (real tokenizers of other
@@ -75,50 +97,94 @@ function boundedCount(text: string): number {
 }
 
 /**
- * An upper bound of the prompt's tokens. OpenAI models: the o200k tokenizer (their own). Other
- * families: `boundedCount`.
+ * An upper bound of the prompt's own tokens. OpenAI models: the o200k tokenizer (their own). Other
+ * families: `boundedCount`. Messages and Responses input items with their framing, the system prompt,
+ * tools with their schemas (keys included), output schemas, images at the model's image bound, opaque
+ * documents at the context window. What the upstream wraps around tools: `toolPromptOverhead`.
  */
-export function countPromptTokens(body: Record<string, unknown>, exactTokenizer: boolean): number {
+export function countPromptTokens(body: Record<string, unknown>, exactTokenizer: boolean, limits: PromptLimits = {}): number {
   let total = PER_REQUEST;
-  const count = exactTokenizer ? exactCount : boundedCount;
+  const counter: Counter = { count: exactTokenizer ? exactCount : boundedCount, imageTokens: limits.imageTokens ?? IMAGE_TOKEN_BOUND, contextLength: limits.contextLength };
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const message of messages) {
     total += PER_MESSAGE;
-    total += countValue(message, count);
+    total += countValue(message, counter, false);
   }
+  if (Array.isArray(body.input)) total += PER_MESSAGE * body.input.length;
   for (const field of COUNTED_FIELDS) {
-    if (body[field] !== undefined) total += countValue(body[field], count);
+    if (body[field] !== undefined) total += countValue(body[field], counter, false);
+  }
+  for (const field of SCHEMA_FIELDS) {
+    const value = body[field];
+    if (value !== undefined && value !== null) total += countValue(value, counter, true);
   }
   return total;
 }
 
-/** Request fields besides `messages` whose strings reach the model (every wire format's). */
-const COUNTED_FIELDS = ["system", "tools", "functions", "response_format", "tool_choice", "input", "instructions", "prompt"];
+/**
+ * Tokens the upstream adds around tools (not text of the request, so not scaled by any tokenizer
+ * ratio): the admission bound adds them to `countPromptTokens`.
+ */
+export function toolPromptOverhead(body: Record<string, unknown>): number {
+  let tools = 0;
+  if (Array.isArray(body.tools)) tools += body.tools.length;
+  if (Array.isArray(body.functions)) tools += body.functions.length;
+  return tools === 0 ? 0 : TOOLS_OVERHEAD + PER_TOOL * tools;
+}
 
-/** Counts every string in a JSON value (keys of tool schemas included); image parts at the fixed bound. */
-function countValue(value: unknown, count: (text: string) => number): number {
-  if (typeof value === "string") return count(value);
+/** Request fields besides `messages` whose strings reach the model (every wire format's). */
+const COUNTED_FIELDS = ["system", "tool_choice", "input", "instructions", "prompt"];
+/** Fields whose keys reach the model too (tool and output schemas: property names are text the model reads). */
+const SCHEMA_FIELDS = ["tools", "functions", "response_format", "text", "output_format", "output_config"];
+
+interface Counter {
+  count: (text: string) => number;
+  imageTokens: number;
+  contextLength?: number;
+}
+
+const IMAGE_TYPES = new Set(["image_url", "image", "input_image"]);
+const DOCUMENT_TYPES = new Set(["document", "file", "input_file"]);
+
+/**
+ * Counts every string in a JSON value (with `keys`, object keys too), numbers by their digits, image
+ * parts at the image bound, documents of unseen size at the context window.
+ */
+function countValue(value: unknown, counter: Counter, keys: boolean): number {
+  if (typeof value === "string") return counter.count(value);
+  if (typeof value === "number") return counter.count(String(value));
   if (Array.isArray(value)) {
     let sum = 0;
-    for (const item of value) sum += countValue(item, count);
+    for (const item of value) sum += countValue(item, counter, keys);
     return sum;
   }
   if (value && typeof value === "object") {
     const record = value as Record<string, unknown>;
-    if (record.type === "image_url" || record.type === "image" || record.type === "input_image") return IMAGE_TOKEN_BOUND;
+    if (typeof record.type === "string") {
+      if (IMAGE_TYPES.has(record.type)) return counter.imageTokens;
+      if (DOCUMENT_TYPES.has(record.type) && counter.contextLength !== undefined && !isPlainTextDocument(record)) return counter.contextLength;
+    }
     let sum = 0;
     for (const key in record) {
       if (key === "role" || !Object.hasOwn(record, key)) continue;
+      if (keys) sum += counter.count(key);
       const item = record[key];
       if (typeof item === "string" && (key === "type" || key === "tool_call_id" || key === "id")) {
         sum += 1;
         continue;
       }
-      sum += countValue(item, count) + (typeof item === "object" && item !== null ? 0 : 1);
+      // A tool call's `input` object (Messages) is JSON the model wrote and reads back: its keys are text.
+      sum += countValue(item, counter, keys || key === "input") + (typeof item === "object" && item !== null ? 0 : 1);
     }
     return sum;
   }
   return 0;
+}
+
+/** An Anthropic document whose text is in the request (`source.type: "text"`): counted as the text it is. */
+function isPlainTextDocument(record: Record<string, unknown>): boolean {
+  const source = record.source as Record<string, unknown> | undefined;
+  return record.type === "document" && typeof source === "object" && source !== null && source.type === "text";
 }
 
 /** Tokens of generated text, for a stream cut short without a usage report. */

@@ -1,10 +1,10 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
-import { countPromptTokens, loadTokenizer } from "./count.ts";
+import { countPromptTokens, loadTokenizer, toolPromptOverhead } from "./count.ts";
 
 declare module "../../core/context.ts" {
   interface GatewayContext {
-    /** An upper bound of the prompt's tokens, known at admission. Writer: token-count. */
+    /** An upper bound of the prompt's tokens as the upstream bills them (tools' wrapper included), known at admission. Writer: token-count. */
     promptTokenBound?: number;
   }
 }
@@ -22,7 +22,8 @@ export default definePlugin({
     loadTokenizer().catch((error) => host.log.error("tokenizer failed to load; counting bytes instead", { error: String(error) }));
     return {
       onRequest(ctx) {
-        ctx.promptTokenBound = countPromptTokens(ctx.body, exact.has(ctx.model?.family ?? ""));
+        const limits = ctx.model ? { contextLength: ctx.model.context_length } : undefined;
+        ctx.promptTokenBound = countPromptTokens(ctx.body, exact.has(ctx.model?.family ?? ""), limits) + toolPromptOverhead(ctx.body);
       },
     };
   },
