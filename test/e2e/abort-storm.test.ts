@@ -45,14 +45,17 @@ function seeded(seed: number): () => number {
   };
 }
 
-/** When a client gives up, in ms after it starts sending: half within 10 ms (`curl -m 0.00X`), most of the rest mid-stream, a few after the end. */
-function abortDelays(count: number, seed: number): number[] {
+/**
+ * When a client gives up, in ms after it starts sending: half within 10 ms (`curl -m 0.00X`), most of the
+ * rest mid-stream, a few after the end; `stretch` scales the later points for a loaded gateway (64 at once).
+ */
+function abortDelays(count: number, seed: number, stretch = 1): number[] {
   const random = seeded(seed);
   return Array.from({ length: count }, () => {
     const pick = random();
     if (pick < 0.5) return random() * 10;
-    if (pick < 0.95) return 10 + random() * 40;
-    return 50 + random() * 60;
+    if (pick < 0.95) return 10 + random() * 40 * stretch;
+    return 10 + (40 + random() * 60) * stretch;
   });
 }
 
@@ -205,28 +208,56 @@ async function expectRecorded(phase: string, accountId: string, attempts: Attemp
  * No hold is left: once the stale window has passed, a request whose worst case equals the whole balance
  * (less room for its prompt) is accepted, and one whose output cap alone exceeds the balance is refused.
  */
-async function expectNoHoldLeft(accountId: string, key: string): Promise<void> {
-  await Bun.sleep(STALE_AFTER_MS + 2 * HEARTBEAT_MS);
+/** The probe's two sizes for the account's balance now: one that fits with its prompt's margin, one past the balance. */
+async function probeSizes(accountId: string, key: string): Promise<{ balance: number; fits: number; tooMany: number }> {
   const prices = await gateway.prices(PROBE_MODEL, key);
   const balance = await gateway.balanceNano(accountId);
-  expect(balance).toBeGreaterThan(0);
   const margin = PROBE_PROMPT_MARGIN_TOKENS * Math.max(prices.prompt, prices.cacheWrite);
-  const fits = Math.floor((balance - margin) / prices.completion);
-  const tooMany = Math.ceil(balance / prices.completion) + 1;
-  const probe = (maxTokens: number) =>
-    fetch(`${gateway.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: PROBE_MODEL, max_tokens: maxTokens, messages: [{ role: "user", content: "Hi" }] }),
-    }).then(async (response) => ({ maxTokens, status: response.status, body: await response.text() }));
-  const refused = await probe(tooMany);
+  return { balance, fits: Math.floor((balance - margin) / prices.completion), tooMany: Math.ceil(balance / prices.completion) + 1 };
+}
+
+function probe(key: string, maxTokens: number): Promise<{ maxTokens: number; status: number; body: string }> {
+  return fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: PROBE_MODEL, max_tokens: maxTokens, messages: [{ role: "user", content: "Hi" }] }),
+  }).then(async (response) => ({ maxTokens, status: response.status, body: await response.text() }));
+}
+
+/**
+ * No hold is left: once the stale window has passed, a request whose worst case equals the whole balance
+ * (less room for its prompt) is accepted, and one whose output cap alone exceeds the balance is refused.
+ */
+async function expectNoHoldLeft(accountId: string, key: string): Promise<void> {
+  await Bun.sleep(STALE_AFTER_MS + 2 * HEARTBEAT_MS);
+  const { balance, fits, tooMany } = await probeSizes(accountId, key);
+  expect(balance).toBeGreaterThan(0);
+  const refused = await probe(key, tooMany);
   expect({ maxTokens: refused.maxTokens, status: refused.status }).toEqual({ maxTokens: tooMany, status: 400 });
   expect(JSON.parse(refused.body)?.error?.code).toBe("insufficient_balance");
-  const accepted = await probe(fits);
+  const accepted = await probe(key, fits);
   expect({ balance, ...accepted, body: accepted.status === 200 ? "" : accepted.body }).toEqual({ balance, maxTokens: fits, status: 200, body: "" });
 }
 
 describe("client abort storms against the gateway process", () => {
+  it("the hold probe sees a hold: refused while one storm-sized stream is in flight, accepted once the client has dropped it", async () => {
+    const { accountId, key } = await gateway.newAccountWithKey(5);
+    const controller = new AbortController();
+    const slow = { text: STREAM_TEXT, chunk_delay_ms: 200 };
+    const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, stream: true, max_tokens: STORM_MAX_TOKENS, messages: [{ role: "user", content: `Hello [[fake ${JSON.stringify(slow)}]]` }] }),
+      signal: controller.signal,
+    });
+    expect(response.status).toBe(200);
+    const { fits } = await probeSizes(accountId, key);
+    expect((await probe(key, fits)).status).toBe(400);
+    controller.abort();
+    await expectNoHoldLeft(accountId, key);
+  });
+
+
   it("the issue's reproduction: 20 streams cut 1-9 ms after sending, one after another, then 20 at once: the process stays up", async () => {
     const { accountId, key } = await gateway.newAccountWithKey(5);
     const attempts: Attempt[] = [];
@@ -251,7 +282,7 @@ describe("client abort storms against the gateway process", () => {
 
   it(`${STORM_SIZE} streams aborted at random points, ${CONCURRENCY} at once: up, all recorded, no hold left`, async () => {
     const { accountId, key } = await gateway.newAccountWithKey(5);
-    const delays = abortDelays(STORM_SIZE, 2024);
+    const delays = abortDelays(STORM_SIZE, 2024, 4);
     const attempts: Attempt[] = new Array(STORM_SIZE);
     let next = 0;
     const worker = async () => {
