@@ -4,7 +4,7 @@
  * land on all of them alike. Reports req/s (or streams/s) and the CPU each gateway spent per request
  * (its JS thread, and all its threads), the figure that shows a change of a few percent.
  *
- *   bun bench/compare.ts <checkout> [<checkout> ...] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
+ *   bun bench/compare.ts <checkout> [<checkout> ...] [--https] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds 4] [--seconds 3] [--concurrency 64]
  *
  * A target is a directory holding a checkout of the gateway (`git worktree add /tmp/before HEAD~1`, then
  * link its node_modules), run from that directory (its own plugins-config.yaml and catalog), optionally
@@ -18,7 +18,8 @@
  *
  * `--key-limits`: the key of the plugins case (RPM and TPM 10,000,000, a key budget), so the rate-limit and
  * key-budget paths run on every request. `--bare`: the bare proxy as the first target (the one the others are
- * compared with).
+ * compared with). `--https`: the fake upstream behind a TLS front with its own CA (bench/tls-front.ts), trusted by
+ * every target through NODE_EXTRA_CA_CERTS, as every real provider is reached.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -43,6 +44,7 @@ import {
   freePort,
   startBareProxy,
   startFakeUpstream,
+  startHttpsUpstream,
   gatewayEnv,
   installCleanup,
   provisionKey,
@@ -66,15 +68,18 @@ interface Options {
   keyLimits: boolean;
   /** The bare proxy as the first target, the reference the others are compared with. */
   bare: boolean;
+  /** The fake upstream over https (a TLS front with its own CA, trusted through NODE_EXTRA_CA_CERTS). */
+  https: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false, https: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
     else if (a === "--key-limits") options.keyLimits = true;
     else if (a === "--bare") options.bare = true;
+    else if (a === "--https") options.https = true;
     else if (a === "--rounds") options.rounds = Number(argv[++i]);
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
     else if (a === "--concurrency") options.concurrency = Number(argv[++i]);
@@ -85,7 +90,7 @@ function parseArgs(argv: string[]): Options {
   }
   const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0);
   if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--https] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
     process.exit(2);
   }
   return options;
@@ -104,16 +109,17 @@ async function main(): Promise<void> {
   installCleanup();
   const tmp = mkdtempSync(join(tmpdir(), "gateway-compare-"));
   try {
-    const upstream = await startFakeUpstream();
+    const fake = await startFakeUpstream();
+    const upstream = options.https ? await startHttpsUpstream(fake, join(tmp, "tls")) : { url: fake.url, env: {} };
     const gateways = [];
     if (options.bare) {
-      const bare = await startBareProxy(upstream.url);
+      const bare = await startBareProxy(upstream.url, upstream.env);
       gateways.push({ target: { name: "bare proxy", url: bare.url, key: UPSTREAM_KEY }, pid: bare.proc.pid });
     }
     for (const [i, spec] of options.targets.entries()) {
       const [dir, config] = spec.split(":");
       const settings = spec.split(":").length > 2 ? spec.slice(dir!.length + (config ?? "").length + 2).split(",") : [];
-      const env: Record<string, string> = Object.fromEntries(settings.map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]));
+      const env: Record<string, string> = { ...upstream.env, ...Object.fromEntries(settings.map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)])) };
       if (config) env.GATEWAY_CONFIG = resolve(config);
       const port = freePort();
       // Run from its own directory: each checkout reads its own plugins-config.yaml and catalog.
@@ -145,7 +151,7 @@ async function main(): Promise<void> {
     }
     const first = rows[0]!;
     table(
-      `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}: ${options.rounds} interleaved rounds of ${options.seconds} s`,
+      `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}, upstream over ${options.https ? "https" : "http"}: ${options.rounds} interleaved rounds of ${options.seconds} s`,
       ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first", "p50 ms", "p90 ms", "p99 ms"],
       rows.map((row) => [
         row.label,

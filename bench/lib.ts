@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { percentile, streamLoop, type StreamSample } from "./stream-client.ts";
+import { makeCertificates } from "./tls-front.ts";
 
 export const ROOT = resolve(import.meta.dir, "..");
 export const BUN = process.execPath;
@@ -108,10 +109,32 @@ export async function startFakeUpstream(): Promise<Child> {
   return upstream;
 }
 
-/** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
-export async function startBareProxy(upstreamUrl: string): Promise<Child> {
+/** The fake upstream over https: a TLS front (tls-front.ts) with its own CA, made in `dir`; give the proxies `env`. */
+export async function startHttpsUpstream(upstream: Child, dir: string): Promise<{ front: Child; url: string; env: Record<string, string> }> {
+  const certificates = makeCertificates(dir);
   const port = freePort();
-  const bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], process.env, `http://127.0.0.1:${port}`);
+  const upstreamPort = new URL(upstream.url).port;
+  const cmd = [BUN, "bench/tls-front.ts", "--port", String(port), "--upstream-port", upstreamPort, "--cert", certificates.certPath, "--key", certificates.keyPath];
+  const url = `https://localhost:${port}`;
+  const env = { NODE_EXTRA_CA_CERTS: certificates.caPath };
+  const front = spawnChild("tls front", cmd, process.env, url);
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const answered = await fetch(`${url}/v1/models`, { tls: { ca: readFileSync(certificates.caPath, "utf8") } }).then(
+      (response) => response.arrayBuffer().then(() => true),
+      () => false,
+    );
+    if (answered) break;
+    if (Date.now() > deadline || front.proc.exitCode !== null) throw new Error(`tls front not ready:\n${front.output()}`);
+    await Bun.sleep(100);
+  }
+  return { front, url, env };
+}
+
+/** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
+export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}): Promise<Child> {
+  const port = freePort();
+  const bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
   await waitReady(bare, "/v1/models", false);
   return bare;
 }

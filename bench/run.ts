@@ -40,6 +40,7 @@ import {
   table,
   startBareProxy,
   startFakeUpstream,
+  startHttpsUpstream,
   type Child,
   type Goal,
   type NonStreamFigures,
@@ -126,7 +127,10 @@ const roundsNote = (options: { rounds: number; roundMs: number }) =>
 
 /** "main|all" CPU microseconds of the serving process per request: its JS thread, and all its threads. */
 const cpuCell = (cpu: CpuPerRequest | undefined) => (cpu ? `${f(cpu.mainUs, 1)}|${f(cpu.allUs, 1)}` : "-");
-const isProxy = (target: Target) => target.name !== "upstream" && target.name !== "bare";
+/** Targets whose upstream is the fake behind the TLS front: compared with the bare proxy over https. */
+const HTTPS = " https";
+const bareFor = (name: string) => (name.endsWith(HTTPS) ? "bare" + HTTPS : "bare");
+const isProxy = (target: Target) => target.name !== "upstream" && target.name !== bareFor(target.name);
 
 interface OpenStreamsFigures extends OpenStreamsResult {
   target: string;
@@ -251,20 +255,32 @@ async function main() {
     let bare: Child | undefined;
     let gateway: Child | undefined;
     let gatewayKey = "";
+    const targets: Target[] = [];
     if (needsProxies) {
       upstream = await startFakeUpstream();
       bare = await startBareProxy(upstream.url);
       gateway = await startGatewayProcess("gateway", join(tmp, "bench.db"), upstream.url);
       gatewayKey = await provisionKey(gateway.url);
       log(`upstream ${upstream.url} (pid ${upstream.proc.pid}), bare proxy ${bare.url} (pid ${bare.proc.pid}), gateway ${gateway.url} (pid ${gateway.proc.pid})`);
+      targets.push(
+        { name: "upstream", url: upstream.url, key: UPSTREAM_KEY, pid: upstream.proc.pid },
+        { name: "bare", url: bare.url, key: UPSTREAM_KEY, pid: bare.proc.pid },
+        { name: "gateway", url: gateway.url, key: gatewayKey, pid: gateway.proc.pid },
+      );
     }
-    const targets: Target[] = needsProxies
-      ? [
-          { name: "upstream", url: upstream!.url, key: UPSTREAM_KEY, pid: upstream!.proc.pid },
-          { name: "bare", url: bare!.url, key: UPSTREAM_KEY, pid: bare!.proc.pid },
-          { name: "gateway", url: gateway!.url, key: gatewayKey, pid: gateway!.proc.pid },
-        ]
-      : [];
+    // Every real provider is reached over https: the same fake behind a TLS front with its own CA, which the
+    // bare proxy and a second gateway (its own SQLite file) trust through NODE_EXTRA_CA_CERTS.
+    if (runs("nonstream") || runs("stream")) {
+      const https = await startHttpsUpstream(upstream!, join(tmp, "tls"));
+      const bareHttps = await startBareProxy(https.url, https.env);
+      const gatewayHttps = await startGatewayProcess("gateway" + HTTPS, join(tmp, "bench-https.db"), https.url, https.env);
+      const key = await provisionKey(gatewayHttps.url);
+      log(`https upstream ${https.url} (TLS front pid ${https.front.proc.pid}), bare proxy${HTTPS} ${bareHttps.url}, gateway${HTTPS} ${gatewayHttps.url}`);
+      targets.push(
+        { name: "bare" + HTTPS, url: bareHttps.url, key: UPSTREAM_KEY, pid: bareHttps.proc.pid },
+        { name: "gateway" + HTTPS, url: gatewayHttps.url, key, pid: gatewayHttps.proc.pid },
+      );
+    }
 
     // -- --vs portkey: one more target of nonstream and stream ------------------------------------
     let portkey: PortkeyInstall | undefined;
@@ -326,6 +342,7 @@ async function main() {
         const gw = figures.gateway!;
         for (const target of targets) {
           const x = figures[target.name]!;
+          const ref = figures[bareFor(target.name)]!;
           rows.push([
             `c=${c}`,
             target.name,
@@ -333,18 +350,28 @@ async function main() {
             f(x.p50, 3),
             f(x.p99, 3),
             f(x.rps / up.rps),
-            f(x.rps / bareF.rps),
+            f(x.rps / ref.rps),
             target.name === "upstream" ? "-" : signed(x.p50 - up.p50, 3),
-            isProxy(target) ? signed(x.p50 - bareF.p50, 3) : "-",
-            isProxy(target) ? signed(x.p99 - bareF.p99, 3) : "-",
+            isProxy(target) ? signed(x.p50 - ref.p50, 3) : "-",
+            isProxy(target) ? signed(x.p99 - ref.p99, 3) : "-",
             cpuCell(x.cpu),
             `${x.non2xx}/${x.errors}`,
           ]);
         }
+        const gwHttps = figures["gateway" + HTTPS];
+        const bareHttps = figures["bare" + HTTPS];
         json.push({
           concurrency: Number(c),
           targets: figures,
           ratios: {
+            ...(gwHttps && bareHttps
+              ? {
+                  https_rps_gateway_over_bare: gwHttps.rps / bareHttps.rps,
+                  https_added_p50_ms_over_bare: gwHttps.p50 - bareHttps.p50,
+                  https_added_p99_ms_over_bare: gwHttps.p99 - bareHttps.p99,
+                  https_cpu_all_us_gateway: gwHttps.cpu?.allUs ?? null,
+                }
+              : {}),
             rps_gateway_over_upstream: gw.rps / up.rps,
             rps_gateway_over_bare: gw.rps / bareF.rps,
             rps_bare_over_upstream: bareF.rps / up.rps,
@@ -367,7 +394,7 @@ async function main() {
       }
       cases.nonstream = json;
       table(
-        `Non-streaming chat completion (gpt-6-luna), autocannon, ${roundsNote(options)}`,
+        `Non-streaming chat completion (gpt-6-luna), autocannon, ${roundsNote(options)}; "${HTTPS.trim()}": upstream over https, ×bare against the bare proxy over https`,
         ["conc", "target", "req/s", "p50 ms", "p99 ms", "×upstream", "×bare", "+p50 vs up", "+p50 vs bare", "+p99 vs bare", "CPU µs/req main|all", "non2xx/err"],
         rows,
       );
@@ -379,6 +406,11 @@ async function main() {
       goals.push({ goal: "non-streaming c=64: gateway ≥ 0.8× bare proxy req/s", value: `${f(r64)}×`, pass: r64 >= 0.8 });
       goals.push({ goal: "non-streaming c=1: added p50 over bare ≤ 0.2 ms", value: `${signed(a50, 3)} ms`, pass: a50 <= 0.2 });
       goals.push({ goal: "non-streaming c=1: added p99 over bare ≤ 1 ms", value: `${signed(a99, 3)} ms`, pass: a99 <= 1 });
+      if (c64["gateway" + HTTPS]) {
+        const g = c64["gateway" + HTTPS]!;
+        const b = c64["bare" + HTTPS]!;
+        goals.push({ goal: "https upstream, non-streaming c=64: gateway ÷ bare proxy req/s, both over https", value: `${f(g.rps / b.rps)}× (CPU µs/req all threads: ${f(g.cpu?.allUs, 1)} vs ${f(b.cpu?.allUs, 1)})`, pass: null });
+      }
       if (c64.portkey) {
         const r = c64.gateway!.rps / c64.portkey.rps;
         goals.push({ goal: "non-streaming c=64: gateway ≥ 10× Portkey req/s", value: `${f(r, 1)}× (${fInt(c64.gateway!.rps)} vs ${fInt(c64.portkey.rps)}); c=1: ${f(c1.gateway!.rps / c1.portkey!.rps, 1)}×`, pass: r >= 10 });
@@ -415,6 +447,7 @@ async function main() {
         const gw = figures.gateway!;
         for (const target of targets) {
           const x = figures[target.name]!;
+          const ref = figures[bareFor(target.name)]!;
           rows.push([
             `c=${c}`,
             target.name,
@@ -424,17 +457,26 @@ async function main() {
             f(x.ttlbP50, 3),
             f(x.ttlbP99, 3),
             f(x.streamsPerSec / up.streamsPerSec),
-            f(x.streamsPerSec / bareF.streamsPerSec),
-            isProxy(target) ? signed(x.ttfbP50 - bareF.ttfbP50, 3) : "-",
-            isProxy(target) ? signed(x.ttlbP99 - bareF.ttlbP99, 3) : "-",
+            f(x.streamsPerSec / ref.streamsPerSec),
+            isProxy(target) ? signed(x.ttfbP50 - ref.ttfbP50, 3) : "-",
+            isProxy(target) ? signed(x.ttlbP99 - ref.ttlbP99, 3) : "-",
             cpuCell(x.cpu),
             String(x.errors),
           ]);
         }
+        const gwHttps = figures["gateway" + HTTPS];
+        const bareHttps = figures["bare" + HTTPS];
         json.push({
           concurrency: Number(c),
           targets: figures,
           ratios: {
+            ...(gwHttps && bareHttps
+              ? {
+                  https_streams_gateway_over_bare: gwHttps.streamsPerSec / bareHttps.streamsPerSec,
+                  https_added_ttfb_p50_ms_over_bare: gwHttps.ttfbP50 - bareHttps.ttfbP50,
+                  https_cpu_all_us_gateway: gwHttps.cpu?.allUs ?? null,
+                }
+              : {}),
             streams_gateway_over_upstream: gw.streamsPerSec / up.streamsPerSec,
             streams_gateway_over_bare: gw.streamsPerSec / bareF.streamsPerSec,
             added_ttfb_p50_ms_over_bare: gw.ttfbP50 - bareF.ttfbP50,
@@ -457,7 +499,7 @@ async function main() {
       }
       cases.stream = json;
       table(
-        `Streaming chat completion (gpt-6-luna), fetch client, ${roundsNote(options)}`,
+        `Streaming chat completion (gpt-6-luna), fetch client, ${roundsNote(options)}; "${HTTPS.trim()}": upstream over https, ×bare against the bare proxy over https`,
         ["conc", "target", "streams/s", "TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99", "×upstream", "×bare", "+TTFB p50 vs bare", "+TTLB p99 vs bare", "CPU µs/stream main|all", "errors"],
         rows,
       );
@@ -467,6 +509,11 @@ async function main() {
       const ttfb = c1.gateway!.ttfbP50 - c1.bare!.ttfbP50;
       goals.push({ goal: "streaming c=64: gateway ≥ 0.8× bare proxy streams/s", value: `${f(r64)}×`, pass: r64 >= 0.8 });
       goals.push({ goal: "streaming c=1: added TTFB p50 over bare ≤ 0.5 ms", value: `${signed(ttfb, 3)} ms`, pass: ttfb <= 0.5 });
+      if (c64["gateway" + HTTPS]) {
+        const g = c64["gateway" + HTTPS]!;
+        const b = c64["bare" + HTTPS]!;
+        goals.push({ goal: "https upstream, streaming c=64: gateway ÷ bare proxy streams/s, both over https", value: `${f(g.streamsPerSec / b.streamsPerSec)}× (CPU µs/stream all threads: ${f(g.cpu?.allUs, 1)} vs ${f(b.cpu?.allUs, 1)})`, pass: null });
+      }
       if (c64.portkey) {
         const r = c64.gateway!.streamsPerSec / c64.portkey.streamsPerSec;
         goals.push({ goal: "streaming c=64: gateway ≥ 10× Portkey streams/s", value: `${f(r, 1)}× (${fInt(c64.gateway!.streamsPerSec)} vs ${fInt(c64.portkey.streamsPerSec)}); c=1: ${f(c1.gateway!.streamsPerSec / c1.portkey!.streamsPerSec, 1)}×`, pass: r >= 10 });
