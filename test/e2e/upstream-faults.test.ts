@@ -143,7 +143,7 @@ const leaks = (text: string) => SECRET_VALUES.filter((secret) => text.includes(s
 function describeExchange(exchange: Exchange, record?: any): string {
   const sdk = exchange.sdkError === undefined ? "none" : `${(exchange.sdkError as Error)?.constructor?.name}: ${String((exchange.sdkError as Error)?.message ?? exchange.sdkError).slice(0, 160)}`;
   const recordText = record === undefined ? "" : ` | record ${JSON.stringify({ status: record?.status, total_cost: record?.total_cost, usage_estimated: record?.usage_estimated, usage: record?.usage })}`;
-  return `HTTP ${exchange.status} in ${Math.round(exchange.elapsedMs)} ms | text ${JSON.stringify(exchange.text)} | completed ${exchange.completed} | sdk error ${sdk} | raw ${JSON.stringify(exchange.raw.slice(0, 300))}${recordText}`;
+  return `HTTP ${exchange.status} in ${Math.round(exchange.elapsedMs)} ms | text ${JSON.stringify(exchange.text)} | completed ${exchange.completed} | sdk error ${sdk} | raw ${JSON.stringify(exchange.raw.length > 500 ? `${exchange.raw.slice(0, 200)} … ${exchange.raw.slice(-300)}` : exchange.raw)}${recordText}`;
 }
 
 type Seen = "answer" | "error_status" | "error_event" | "malformed";
