@@ -153,6 +153,9 @@ afterAll(async () => {
 /** Up and serving: alive, /health answers, a normal stream completes (on an account of its own, outside the storm's records). */
 async function expectServing(): Promise<void> {
   expect(gateway.alive() ? "running" : `exited (${gateway.child.exitCode ?? gateway.child.signalCode}): ${gateway.stderr.text().slice(-2000)}`).toBe("running");
+  // The process logs a stray rejection instead of dying of it (src/index.ts): there must be none either.
+  const errorLines = gateway.stdout.text().split("\n").filter((line) => /"level":"error"/.test(line));
+  expect(errorLines.filter((line) => /unhandled rejection|unexpected error|stream cancel failed|onComplete failed/.test(line))).toEqual([]);
   expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
   const { key } = await gateway.newAccountWithKey(5);
   const response = await fetch(`${gateway.url}/v1/chat/completions`, {
