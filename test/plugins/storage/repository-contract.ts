@@ -452,6 +452,49 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(funds[1]).toMatchObject({ account: 98_500, key: 98_500 });
     });
 
+    it("extends a request's hold by a second reservation of its id, which sees the funds without the hold, and the debit swaps the whole hold", async () => {
+      const store = await fresh();
+      const repository = await store.open({ flushIntervalMs: 60_000 });
+      const { account, key } = await accountWithKey(repository, { limit: 50_000 });
+      await repository.addCredit({ accountId: account.id, amount: 100_000, kind: "card", reference: "c" });
+      const held = reservation(account.id, key.id, { keyLimited: true });
+      expect(await repository.reserve(held, hold(30_000))).toBe(30_000);
+      const other = reservation(account.id, key.id);
+      expect(await repository.reserve(other, hold(10_000))).toBe(10_000);
+
+      // The extension sees every hold, its own request's included, and takes what the key still has.
+      const seen: Funds[] = [];
+      const granted = await repository.reserve({ ...held, extension: true }, (funds) => {
+        seen.push(funds);
+        return Math.min(1_000_000, funds.account, funds.key!);
+      });
+      expect(seen[0]).toMatchObject({ account: 60_000, key: 10_000 });
+      expect(granted).toBe(10_000);
+      if (harness.holdRows !== false) {
+        expect(await count(store, "reservations")).toBe(2);
+        expect(Number((await store.all<{ amount_nano: number }>("select amount_nano from reservations where id = ?", held.id))[0]!.amount_nano)).toBe(40_000);
+      }
+      // The key is fully held now: nothing more for anyone on it.
+      await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (funds) => {
+        expect(funds).toMatchObject({ account: 50_000, key: 0 });
+        return 0;
+      });
+
+      // The request settles at hold + extension: its debit replaces the whole hold, queued and committed.
+      repository.recordGeneration(makeGeneration(account.id, key.id, { id: held.id, inputCost: 0, outputCost: 40_000, unbilledCost: 7 }));
+      await repository.releaseReservation(other.id);
+      const funds: Funds[] = [];
+      await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (f) => (funds.push(f), 0));
+      expect(funds[0]).toMatchObject({ account: 60_000, key: 10_000 });
+      await repository.flush();
+      if (harness.holdRows !== false) expect(await count(store, "reservations")).toBe(0);
+      await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (f) => (funds.push(f), 0));
+      expect(funds[1]).toMatchObject({ account: 60_000, key: 10_000 });
+      expect(await ledgerSums(store, account.id)).toEqual({ credits: 100_000, debits: 40_000, balance: 60_000 });
+      const stored = await repository.findGeneration(account.id, held.id);
+      expect(stored).toMatchObject({ totalCost: 40_000, unbilledCost: 7, usageEstimated: false });
+    });
+
     it.skipIf(harness.concurrentInstances === false)("measures plan spend windows from committed spend, queued spend and every hold", async () => {
       const store = await fresh();
       const repository = await store.open({ flushIntervalMs: 60_000 });
