@@ -123,7 +123,8 @@ async function startPostgres(options: { fake?: FakeUpstream; env?: Record<string
   await admin.unsafe(`create database "${name}"`);
   const url = new URL(POSTGRES_URL!);
   url.pathname = "/" + name;
-  const t = await startTestGateway({ fake: options.fake, now: options.now, env: { DATABASE_URL: url.toString(), ...options.env } });
+  // A small pool: suites run side by side on one server (max_connections 100 by default).
+  const t = await startTestGateway({ fake: options.fake, now: options.now, env: { DATABASE_URL: url.toString(), DATABASE_POOL_SIZE: "4", ...options.env } });
   const db = new SQL({ url: url.toString(), max: 2 });
   return {
     kind: "postgres",
