@@ -28,11 +28,27 @@ export class SseSplitter {
     return frames;
   }
 
+  /**
+   * The frame left when the body ends without its blank line: dispatched only when it is a whole event (its
+   * data `[DONE]` or complete JSON). A body cut mid-frame leaves half a frame, which the SSE spec discards
+   * at EOF: relaying it would hand the client a frame it cannot parse.
+   */
   end(): SseFrame[] {
     const buffer = normalizeNewlines(this.buffer + this.decoder.decode(), true);
     this.buffer = "";
     const tail = parseBlock(buffer, 0, buffer.length);
-    return tail ? [tail] : [];
+    return tail && isWholeEvent(tail.data) ? [tail] : [];
+  }
+}
+
+/** Whether a frame's data is a complete event (checked once per stream, on the frame left at its end). */
+function isWholeEvent(data: string): boolean {
+  if (data.trim() === "[DONE]") return true;
+  try {
+    JSON.parse(data);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -42,7 +42,26 @@ describe("core/sse readSseFrames", () => {
   });
 
   it("joins multi-line data, skips comments and frames without data, and reads a last frame without a blank line", async () => {
-    expect(await frames([": keep-alive\n\ndata: a\ndata: b\nid: 7\n\nevent: x\n\ndata:tail"])).toEqual([{ data: "a\nb" }, { data: "tail" }]);
+    expect(await frames([': keep-alive\n\ndata: a\ndata: b\nid: 7\n\nevent: x\n\ndata:{"tail":1}'])).toEqual([{ data: "a\nb" }, { data: '{"tail":1}' }]);
+  });
+
+  it("dispatches a last frame without its blank line only when it is a whole event ([DONE] or complete JSON)", async () => {
+    expect(await frames(['data: {"a":1}\n\ndata: [DONE]'])).toEqual([{ data: '{"a":1}' }, { data: "[DONE]" }]);
+    expect(await frames(['data: {"a":1}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n'])).toEqual([
+      { data: '{"a":1}' },
+      { event: "message_stop", data: '{"type":"message_stop"}' },
+    ]);
+  });
+
+  it("drops the half frame of a body cut mid-frame (the SSE spec discards an incomplete event at EOF)", async () => {
+    const whole = 'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n';
+    const next = 'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n';
+    const first = { data: whole.slice(6, -2) };
+    for (let cut = 1; cut < next.length - 2; cut++) expect(await frames([whole, next.slice(0, cut)])).toEqual([first]);
+    // Cut only in its blank line: the frame is whole, so it is dispatched.
+    for (const cut of [next.length - 2, next.length - 1]) expect(await frames([whole, next.slice(0, cut)])).toEqual([first, { data: next.slice(6, -2) }]);
+    expect(await frames(["event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overl"])).toEqual([]);
+    expect(await frames(["data: [DO"])).toEqual([]);
   });
 
   it("keeps many frames of one read in order", async () => {

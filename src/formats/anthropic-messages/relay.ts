@@ -59,6 +59,9 @@ export function relayMessagesResponse(body: Record<string, unknown>, ctx: Gatewa
  * Relays Anthropic frames as they came, always with their `event:` line (the SDK dispatches on it),
  * rewriting only message_start's model; reads usage, deltas and the finish for plugins and metering.
  * An `error` event, or a frame that is not a JSON object, may echo the upstream's key: those (never the others) are redacted.
+ * One error event reaches the client, whatever the upstream's error frame held: an `error` frame that is not a JSON
+ * object is answered with a well-formed one, and end() adds its own only when the upstream sent none and stopped
+ * before message_stop (a stream the gateway itself stopped owes nothing).
  */
 export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
@@ -69,9 +72,9 @@ export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
       try {
         data = JSON.parse(frame.data);
       } catch {
-        return { out: sseText(frame.event, redact(frame.data)), events: [] };
+        return notAnObject(frame);
       }
-      if (!data || typeof data !== "object") return { out: sseText(frame.event, redact(frame.data)), events: [] };
+      if (!data || typeof data !== "object") return notAnObject(frame);
       const type = frameType(frame, data);
       const events = decoder.decodeData(type, data);
       if (type === "error") return { out: sseText(type, redact(frame.data)), events };
@@ -82,11 +85,20 @@ export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
       return { out: sseText(type || undefined, frame.data), events };
     },
     end(): RelayedFrame {
+      if (ctx.signal.aborted) return { out: null, events: [] };
       const events = decoder.end();
       const error = events.find((event) => event.type === "error");
       return { out: error ? anthropicStreamErrorFrame(new UpstreamError(error.message)) : null, events };
     },
   };
+
+  /** A frame whose data is not a JSON object: relayed as it came, unless it is the upstream's error (then a well-formed one). */
+  function notAnObject(frame: SseFrame): RelayedFrame {
+    const text = redact(frame.data);
+    if (frame.event !== "error") return { out: sseText(frame.event, text), events: [] };
+    const message = text.trim() || "upstream stream error";
+    return { out: anthropicStreamErrorFrame(new UpstreamError(message)), events: decoder.decodeData("error", { error: { message } }) };
+  }
 }
 
 function sseText(event: string | undefined, data: string): string {

@@ -11,7 +11,8 @@ type Json = Record<string, any>;
  * holds incremental parts, read in order: thoughts -> reasoning, text -> text, a functionCall (always
  * whole) -> tool_call_start plus one full-arguments delta. Whether a call was seen is remembered across
  * chunks, since newer models send the finishReason in a later chunk without the call. Usage comes
- * from the latest usageMetadata, before message_end when both share a chunk.
+ * from the latest usageMetadata, before message_end when both share a chunk. A stream that ends before
+ * a finishReason was cut: it ends with an error, never a made-up finish.
  */
 export function createGeminiStreamDecoder(): StreamDecoder {
   const reader = new GeminiPartReader();
@@ -80,8 +81,7 @@ export function createGeminiStreamDecoder(): StreamDecoder {
       if (failed) return [];
       if (!started) return [{ type: "error", message: "upstream gemini ended the stream without sending anything", status: 502 }];
       if (ended) return [];
-      ended = true;
-      return [{ type: "message_end", finishReason: finishFromGemini(undefined, reader.sawFunctionCall) }];
+      return [{ type: "error", message: "upstream stream ended before finishReason", status: 502 }];
     },
   };
 }

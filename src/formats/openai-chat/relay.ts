@@ -2,6 +2,7 @@ import type { GatewayContext } from "../../core/context.ts";
 import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import { redact } from "../../core/secrets.ts";
+import { errorBody, UpstreamError } from "../../core/errors.ts";
 import type { FinishReason, StreamEvent, Usage } from "../canonical.ts";
 
 interface ChatUsage {
@@ -92,15 +93,21 @@ const FINISH: Record<string, FinishReason> = {
 /**
  * Relays chat chunks as they came; reads usage, deltas and finish; drops the usage chunk the client did not ask for.
  * An error chunk, or a frame that is not JSON, may echo the upstream's key: those (never the others) are redacted.
+ * A stream that ends before a finish_reason (or `[DONE]`) was cut: it gets an error chunk, never a clean end.
  */
 export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
   const keepUsage = ctx.request.clientWantsStreamUsage;
   const requestId = ctx.requestId;
   let started = false;
+  /** The upstream reached its end (a finish_reason or `[DONE]`) or failed in band: end() owes nothing. */
+  let terminal = false;
   return {
     onFrame(frame: SseFrame): RelayedFrame {
-      if (frame.data === "[DONE]") return DONE;
+      if (frame.data === "[DONE]") {
+        terminal = true;
+        return DONE;
+      }
       let chunk: Record<string, any>;
       try {
         chunk = JSON.parse(frame.data);
@@ -109,6 +116,7 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
       }
       const events: StreamEvent[] = [];
       if (chunk.error) {
+        terminal = true;
         events.push({ type: "error", message: String(chunk.error.message ?? "upstream stream error") });
         return { out: `data: ${redact(frame.data)}\n\n`, events };
       }
@@ -117,7 +125,10 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
         events.push({ type: "message_start", id: requestId });
       }
       const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
-      if (choice) readDelta(choice, events);
+      if (choice) {
+        readDelta(choice, events);
+        if (choice.finish_reason) terminal = true;
+      }
       const usage = readChatUsage(chunk.usage);
       let rewrite = chunk.model !== undefined && chunk.model !== clientModel;
       let data: string | null = frame.data;
@@ -139,6 +150,11 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
         return { out: `data: ${JSON.stringify(chunk)}\n\n`, events };
       }
       return { out: `data: ${data}\n\n`, events };
+    },
+    end(): RelayedFrame {
+      if (terminal || ctx.signal.aborted) return { out: null, events: [] };
+      const message = "upstream stream ended before finish_reason";
+      return { out: `data: ${JSON.stringify(errorBody(new UpstreamError(message)))}\n\n`, events: [{ type: "error", message, status: 502 }] };
     },
   };
 }

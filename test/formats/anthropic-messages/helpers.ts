@@ -16,6 +16,7 @@ export function messagesContext(
     request: { model: options.model ?? "client-model", stream: true, clientWantsStreamUsage: true, uses: options.uses },
     target: { provider: "up", upstreamModel: options.upstreamModel ?? "up-model" },
     promptTokenBound: options.promptTokenBound,
+    signal: new AbortController().signal,
   } as unknown as GatewayContext;
 }
 

@@ -31,6 +31,48 @@ describe("anthropic-messages relay (Messages client on an Anthropic upstream)", 
     expect(tail.events[0]).toMatchObject({ type: "error" });
   });
 
+  it("a Messages stream cut mid-text (no message_stop, no stop_reason) ends with one error event, not a finish", () => {
+    const relay = anthropicMessages.createStreamRelay(messagesContext());
+    relay.onFrame({ event: "message_start", data: JSON.stringify({ type: "message_start", message: { id: "m", usage: { input_tokens: 1, output_tokens: 1 } } }) });
+    relay.onFrame({ event: "content_block_start", data: '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}' });
+    relay.onFrame({ event: "content_block_delta", data: '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"The faulty"}}' });
+    const tail = relay.end!();
+    expect(tail.events).toEqual([{ type: "error", message: "upstream stream ended before message_stop", status: 502 }]);
+    expect(parseSse(tail.out!)).toEqual([{ event: "error", data: { type: "error", error: { type: "api_error", message: "upstream stream ended before message_stop", code: "upstream_error" } } }]);
+  });
+
+  it("a Messages stream whose message_delta carries its stop_reason ends cleanly even without message_stop", () => {
+    const relay = anthropicMessages.createStreamRelay(messagesContext());
+    relay.onFrame({ event: "message_start", data: JSON.stringify({ type: "message_start", message: { id: "m", usage: { input_tokens: 1, output_tokens: 1 } } }) });
+    relay.onFrame({ event: "message_delta", data: '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}' });
+    expect(relay.end!()).toEqual({ out: null, events: [] });
+  });
+
+  it("a Messages stream that ends with the upstream's event: error gives the client that one error event, not a second from end()", () => {
+    const start = { event: "message_start", data: JSON.stringify({ type: "message_start", message: { id: "m", usage: { input_tokens: 1, output_tokens: 1 } } }) };
+    const errors = [
+      { event: "error", data: '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}' },
+      { data: '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}' },
+      { event: "error", data: "upstream overloaded" }, // not JSON: answered with a well-formed error event
+      { event: "error", data: '"Overloaded"' },
+    ];
+    for (const error of errors) {
+      const relay = anthropicMessages.createStreamRelay(messagesContext());
+      const out = [relay.onFrame(start), relay.onFrame(error), relay.end!()].map((relayed) => relayed.out ?? "").join("");
+      const frames = parseSse(out);
+      expect(frames.filter((frame) => frame.event === "error")).toHaveLength(1);
+      expect(frames.at(-1)!.data.type).toBe("error");
+    }
+  });
+
+  it("a Messages stream the gateway itself stopped (client gone, deadline) gets no verdict from end()", () => {
+    const controller = new AbortController();
+    const relay = anthropicMessages.createStreamRelay({ ...messagesContext(), signal: controller.signal } as never);
+    relay.onFrame({ event: "message_start", data: JSON.stringify({ type: "message_start", message: { id: "m", usage: { input_tokens: 1, output_tokens: 1 } } }) });
+    controller.abort();
+    expect(relay.end!()).toEqual({ out: null, events: [] });
+  });
+
   it("renames the model upstream and drops gateway-wrapped thinking that Anthropic would refuse, keeping its own signatures", () => {
     const own = { type: "thinking", thinking: "mine", signature: "EqQBanthropic" };
     const foreign = { type: "thinking", thinking: "theirs", signature: wrapForeignSignature(undefined, { format: "openai-chat", model: "deepseek-pro" }) };

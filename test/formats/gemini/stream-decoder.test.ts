@@ -84,9 +84,16 @@ describe("gemini stream decoder (E.9.5)", () => {
     expect(usages.at(-1)).toEqual({ type: "usage", usage: { inputTokens: 100, cacheReadTokens: 40, cacheWriteTokens: 0, outputTokens: 9, reasoningTokens: 7 } });
   });
 
-  it("ends a stream that closed without a finishReason, and reads usage that comes after the finish", () => {
-    const unfinished = run([chunk([{ text: "partial" }])]);
-    expect(unfinished.at(-1)).toEqual({ type: "message_end", finishReason: "stop" });
+  it("a Gemini stream cut before its finishReason ends with an error event, not a finish", () => {
+    const unfinished = run([chunk([{ text: "partial" }], { usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 1, totalTokenCount: 4 } })]);
+    expect(unfinished.at(-1)).toEqual({ type: "error", message: "upstream stream ended before finishReason", status: 502 });
+    expect(unfinished.some((event) => event.type === "message_end")).toBe(false);
+    const call = run([chunk([{ functionCall: { name: "f", args: { a: 1 } } }])]);
+    expect(call.at(-1)).toEqual({ type: "error", message: "upstream stream ended before finishReason", status: 502 });
+  });
+
+  it("a Gemini stream that sent its finishReason ends cleanly, and reads usage that comes after the finish", () => {
+    expect(run([chunk([{ text: "whole" }], {}, "STOP")]).at(-1)).toEqual({ type: "message_end", finishReason: "stop" });
     const late = run([chunk([{ text: "x" }], {}, "MAX_TOKENS"), { ...HEAD, usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 1, totalTokenCount: 4 } }]);
     expect(late.slice(-2)).toEqual([
       { type: "message_end", finishReason: "length" },

@@ -10,6 +10,7 @@ export function chatContext(options: { model?: string; wantsUsage?: boolean; bod
     startedAt: 1_800_000_000_000,
     body: options.body ?? {},
     request: { model: options.model ?? "client-model", stream: options.stream ?? true, clientWantsStreamUsage: options.wantsUsage ?? false },
+    signal: new AbortController().signal,
   } as unknown as GatewayContext;
 }
 

@@ -34,6 +34,36 @@ describe("openai-chat relay (chat client on a chat upstream)", () => {
     }
   });
 
+  it("a chat stream cut before its finish_reason ends with an error event, not a finish", () => {
+    const relay = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna" }));
+    relay.onFrame({ data: '{"id":"chatcmpl-up","object":"chat.completion.chunk","model":"gpt-6-luna","choices":[{"index":0,"delta":{"content":"The faulty"}}]}' });
+    const tail = relay.end!();
+    expect(tail.events).toEqual([{ type: "error", message: "upstream stream ended before finish_reason", status: 502 }]);
+    // The chat format's own error chunk, no [DONE]: the openai SDK throws an APIError, never a JSON parse error.
+    expect(tail.out).toBe('data: {"error":{"message":"upstream stream ended before finish_reason","type":"upstream_error","code":"upstream_error","param":null}}\n\n');
+  });
+
+  it("a chat stream that sent its finish_reason, [DONE] or an error chunk owes nothing at its end", () => {
+    const finished = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna" }));
+    finished.onFrame({ data: '{"id":"c","model":"gpt-6-luna","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}' });
+    finished.onFrame({ data: '{"id":"c","model":"gpt-6-luna","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}' });
+    expect(finished.end!()).toEqual({ out: null, events: [] }); // no [DONE] after the finish: still a clean end
+    const done = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna" }));
+    done.onFrame({ data: "[DONE]" });
+    expect(done.end!()).toEqual({ out: null, events: [] });
+    const failed = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna" }));
+    expect(failed.onFrame({ data: '{"error":{"message":"boom"}}' }).events).toEqual([{ type: "error", message: "boom" }]);
+    expect(failed.end!()).toEqual({ out: null, events: [] }); // one error event only
+  });
+
+  it("a chat stream the gateway itself stopped (client gone, deadline) gets no verdict from end()", () => {
+    const controller = new AbortController();
+    const relay = openaiChat.createStreamRelay({ ...chatContext({ model: "gpt-6-luna" }), signal: controller.signal } as never);
+    relay.onFrame({ data: '{"id":"c","model":"gpt-6-luna","choices":[{"index":0,"delta":{"content":"Hi"}}]}' });
+    controller.abort();
+    expect(relay.end!()).toEqual({ out: null, events: [] });
+  });
+
   it("answers a non-streamed completion with the request id and the client's model", () => {
     const body = { id: "chatcmpl-up1", object: "chat.completion", model: "gpt-6-luna-2026-09-01", choices: [] };
     const relayed = openaiChat.relayResponse({ ...body }, chatContext({ model: "gpt-6-luna" }), JSON.stringify(body));

@@ -123,10 +123,22 @@ describe("openai-chat stream decoder", () => {
     ]);
   });
 
-  it("ends an answer the upstream cut without a finish, and fails a stream that sent nothing", () => {
-    const cut = decode(chunk({ tool_calls: [{ index: 0, id: "c", function: { name: "f", arguments: '{"a":1}' } }] }));
-    expect(cut.at(-1)).toEqual({ type: "message_end", finishReason: "tool_calls" });
-    expect(decode(chunk({ content: "hi" }), chunk({}, "stop")).at(-1)).toEqual({ type: "message_end", finishReason: "stop" });
+  it("a chat stream cut before its finish_reason ends with an error event, not a finish", () => {
+    const cutError = { type: "error", message: "upstream stream ended before finish_reason", status: 502 };
+    const cut = decode(chunk({ content: "The faulty" }));
+    expect(cut).toEqual([{ type: "message_start", id: "chatcmpl-up", model: "up-model" }, { type: "text_delta", text: "The faulty" }, cutError]);
+    const cutCall = decode(chunk({ tool_calls: [{ index: 0, id: "c", function: { name: "f", arguments: '{"a":1' } }] }));
+    expect(cutCall.at(-1)).toEqual(cutError);
+    expect(cutCall.some((event) => event.type === "message_end")).toBe(false);
+    // Usage without a finish is not an end either.
+    expect(decode(chunk({ content: "hi" }), { id: "chatcmpl-up", choices: [], usage: USAGE }).at(-1)).toEqual(cutError);
     expect(decode("[DONE]")).toEqual([{ type: "error", message: "upstream stream ended before sending any data", status: 502 }]);
+  });
+
+  it("a chat stream that sent its finish_reason (or [DONE]) and then ended without more is a clean end", () => {
+    expect(decode(chunk({ content: "hi" }), chunk({}, "stop")).at(-1)).toEqual({ type: "message_end", finishReason: "stop" });
+    const call = decode(chunk({ tool_calls: [{ index: 0, id: "c", function: { name: "f", arguments: '{"a":1}' } }] }), chunk({}, "tool_calls"));
+    expect(call.at(-1)).toEqual({ type: "message_end", finishReason: "tool_calls" });
+    expect(decode(chunk({ content: "hi" }), "[DONE]").at(-1)).toEqual({ type: "message_end", finishReason: "stop" });
   });
 });

@@ -17,11 +17,14 @@ interface ToolCallState {
  * `index` (falling back to the id, then to the current call) and renumbered 0.. in start order, so
  * upstreams that interleave calls or reuse an index with a new id still give one call each. The finish is
  * held until the usage chunk, `[DONE]` or the end of the stream, so usage comes before `message_end`.
+ * A stream that ends before any finish_reason (or `[DONE]`) was cut: it ends with an error, never a made-up finish.
  */
 export function createChatStreamDecoder(): StreamDecoder {
   let started = false;
   let failed = false;
   let ended = false;
+  /** `[DONE]` arrived: the upstream said the stream is whole, with or without a finish_reason. */
+  let done = false;
   let pendingFinish: FinishReason | undefined;
   let lastUsage = "";
   const byIndex = new Map<number, ToolCallState>();
@@ -85,6 +88,7 @@ export function createChatStreamDecoder(): StreamDecoder {
       if (failed) return [];
       const events: StreamEvent[] = [];
       if (frame.data.trim() === "[DONE]") {
+        done = true;
         if (pendingFinish !== undefined) finish(events, pendingFinish);
         return events;
       }
@@ -125,6 +129,10 @@ export function createChatStreamDecoder(): StreamDecoder {
       const events: StreamEvent[] = [];
       if (!started) {
         events.push({ type: "error", message: "upstream stream ended before sending any data", status: 502 });
+        return events;
+      }
+      if (pendingFinish === undefined && !done) {
+        events.push({ type: "error", message: "upstream stream ended before finish_reason", status: 502 });
         return events;
       }
       finish(events, pendingFinish ?? "stop");
