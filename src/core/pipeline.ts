@@ -322,7 +322,8 @@ export class Pipeline implements Gateway {
     let framesSeen = false;
     /** The relay's last words once the upstream is drained or stopped, and the stream's outcome. */
     const closing = (): { out: string; outcome: Outcome } => {
-      const tail = relay.end?.();
+      // Only a drained upstream gets the relay's verdict on how it ended; one stopped for a client that left has none.
+      const tail = drained ? relay.end?.() : undefined;
       observeAll(tail?.events ?? []);
       const outcome: Outcome = streamError
         ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
@@ -417,7 +418,8 @@ export class Pipeline implements Gateway {
           await stopUpstream();
           const error = thrown instanceof GatewayError ? thrown : readError(ctx, thrown);
           try {
-            controller.write(ctx.ingress.streamErrorFrame(error));
+            // One error event per stream: an upstream's own error event may have gone out already.
+            if (streamError === undefined) controller.write(ctx.ingress.streamErrorFrame(error));
           } catch {}
           await finish(clientGone || clientLeft(ctx) ? { status: "cancelled" } : failure(error));
           try {
