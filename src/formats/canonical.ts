@@ -22,6 +22,23 @@ export const ZERO_USAGE: Readonly<Usage> = Object.freeze({
   reasoningTokens: 0,
 });
 
+/** The most tokens one usage count is believed at: past it (1e15, 1e308) the report is the upstream's error. */
+export const MAX_REPORTED_TOKENS = 1_000_000_000;
+
+/**
+ * Whether a usage report's counts can be billed: at least one is present, and every one present is a
+ * number in [0, MAX_REPORTED_TOKENS] (an absent count is 0: proto3 JSON omits zeros). A report that fails
+ * is no report: readers return undefined and metering bills the counted text. Fractions pass (metering
+ * rounds them down).
+ */
+export function usableCounts(a: unknown, b: unknown, c?: unknown, d?: unknown): boolean {
+  return usable(a) && usable(b) && usable(c) && usable(d) && (a != null || b != null || c != null || d != null);
+}
+
+function usable(count: unknown): boolean {
+  return count == null || (typeof count === "number" && count >= 0 && count <= MAX_REPORTED_TOKENS);
+}
+
 export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";
 
 /** What every plugin may read about the request, whatever the client's wire format. */

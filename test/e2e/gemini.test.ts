@@ -91,7 +91,12 @@ e2e("chat client on Gemini, non-streaming", () => {
     expect(upstream.path).toBe(`/v1beta/models/${LITE}:generateContent`);
     expect(upstream.headers["x-goog-api-key"]).toBe(GEMINI_KEY);
     expect(JSON.stringify(upstream)).not.toContain(key);
-    expect(upstream.body).toEqual({ contents: [{ role: "user", parts: [{ text: "Say hello." }] }], systemInstruction: { parts: [{ text: "Be brief." }] } });
+    // The output cap the budget held for (here the model's maximum) always goes upstream.
+    expect(upstream.body).toEqual({
+      contents: [{ role: "user", parts: [{ text: "Say hello." }] }],
+      systemInstruction: { parts: [{ text: "Be brief." }] },
+      generationConfig: { maxOutputTokens: 65535 },
+    });
 
     const usage = lastUpstreamUsage(LITE);
     expect(data.usage).toMatchObject({ prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens });
@@ -148,6 +153,7 @@ e2e("chat client on Gemini, non-streaming", () => {
     });
     expect(JSON.parse(data.choices[0]!.message.content!)).toEqual({ answer: "yes" });
     expect(lastUpstream().body.generationConfig).toEqual({
+      maxOutputTokens: 65535,
       responseMimeType: "application/json",
       responseSchema: { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] },
     });

@@ -105,44 +105,57 @@ describe("no usage reported: billed from the counted text, marked usage_estimate
   });
 });
 
-describe("usage out of range is clamped, and the request recorded as a success", () => {
-  it("negative, fractional and negative cached counts: integers >= 0, cached within the prompt (no 21x overcharge)", async () => {
+describe("usage out of range: clamped, or billed from the counted text, and the request recorded as a success", () => {
+  it("fractional counts round down and cached tokens stay within the prompt: a negative cached count no longer bills 21x", async () => {
     const usage = { prompt_tokens: 100.9, completion_tokens: 5.5, cached_tokens: -2000 };
     const { requestId } = await nonStreamed({ model: MODEL, messages: [{ role: "user", content: `odd ${directive({ usage })}` }] });
     const record = await generation(requestId);
     expect(record.status).toBe("success");
+    expect(record.usage_estimated).toBe(false);
     expect(record.usage).toMatchObject({ prompt_tokens: 100, completion_tokens: 5, cached_tokens: 0 });
     expect(usdToNano(record.total_cost)).toBe(100 * prices.input + 5 * prices.output);
 
-    const negative = await nonStreamed({ model: MODEL, messages: [{ role: "user", content: `negative ${directive({ usage: { prompt_tokens: -5, completion_tokens: -1 } })}` }] });
-    const zero = await generation(negative.requestId);
-    expect(zero.status).toBe("success");
-    expect(zero.usage).toMatchObject({ prompt_tokens: 0, completion_tokens: 0 });
-    expect(zero.total_cost).toBe(0);
-
     const cachedAboveInput = await nonStreamed({ model: MODEL, messages: [{ role: "user", content: `cached ${directive({ usage: { prompt_tokens: 10, completion_tokens: 1, cached_tokens: 50 } })}` }] });
-    expect((await generation(cachedAboveInput.requestId)).usage.cached_tokens).toBe(10);
+    const capped = await generation(cachedAboveInput.requestId);
+    expect(capped.usage.cached_tokens).toBe(10);
+    expect(usdToNano(capped.total_cost)).toBe(10 * prices.cacheRead + 1 * prices.output);
   });
 
-  for (const huge of [1e15, 1e308]) {
-    it(`${huge} completion tokens: clamped, charged within the hold and what is free, the rest unbilled (streamed and not)`, async () => {
-      // An account of its own: a billion output tokens at $0.50 per million ($500) takes every free cent of it.
+  for (const [name, usage] of [
+    ["negative counts", { prompt_tokens: -5, completion_tokens: -7 }],
+    ["1e15 completion tokens", { prompt_tokens: 20, completion_tokens: 1e15 }],
+    ["1e308 prompt and completion tokens", { prompt_tokens: 1e308, completion_tokens: 1e308 }],
+  ] as const) {
+    it(`${name}: no usable report, billed from the counted text within the hold (streamed and not)`, async () => {
       for (const stream of [false, true]) {
-        const own = await t.newAccountWithKey({ credit: 5 });
-        const body = { model: MODEL, max_tokens: 40, messages: [{ role: "user", content: `huge ${huge} ${stream} ${directive({ usage: { prompt_tokens: 20, completion_tokens: huge } })}` }] };
-        const { response } = await t.client(own.key).chat.completions.create({ ...body, stream } as any).withResponse();
-        if (stream) await response.text();
-        const record = await fetch(`${t.url}/v1/generation?id=${response.headers.get("x-gateway-request-id")}`, { headers: { authorization: `Bearer ${own.key}` } })
-          .then((r) => r.json() as any)
-          .then((r) => r.data);
+        const body = { model: MODEL, max_tokens: 40, messages: [{ role: "user", content: `${name} ${stream} ${directive({ usage, text: "six words of answer text here" })}` }] };
+        const sent = stream ? await streamed(body) : await nonStreamed(body);
+        expect(sent.text).toBe("six words of answer text here");
+        const record = await generation(sent.requestId);
         expect(record.status).toBe("success");
-        expect(record.usage.completion_tokens).toBe(1_000_000_000);
-        expect(record.usage_estimated).toBe(false);
-        expect(record.total_cost).toBe(5); // all that was free, never more
-        expect(usdToNano(record.total_cost) + usdToNano(record.unbilled_cost)).toBe(20 * prices.input + 1_000_000_000 * prices.output);
-        const { body: account } = await t.admin("GET", `/admin/v1/accounts/${own.accountId}`);
-        expect(account.data.balance).toBe(0);
+        expect(record.usage_estimated).toBe(true);
+        const expected = counted(stream ? { ...body, stream: true, stream_options: { include_usage: true } } : body, sent.text);
+        expect(record.usage).toMatchObject({ prompt_tokens: expected.prompt, completion_tokens: expected.completion, cached_tokens: 0 });
+        expect(usdToNano(record.total_cost)).toBe(expected.cost);
+        expect(record.unbilled_cost).toBe(0);
       }
     });
   }
+
+  it("a count just inside the range is priced as reported: the debit stops at the hold plus what is free, the rest unbilled", async () => {
+    // 10^9 output tokens at $0.50 per million ($500): believed (in range), so charged up to all the account has.
+    const own = await t.newAccountWithKey({ credit: 5 });
+    const body = { model: MODEL, max_tokens: 40, messages: [{ role: "user", content: `billion ${directive({ usage: { prompt_tokens: 20, completion_tokens: 1_000_000_000 } })}` }] };
+    const { response } = await t.client(own.key).chat.completions.create(body as any).withResponse();
+    const record = await fetch(`${t.url}/v1/generation?id=${response.headers.get("x-gateway-request-id")}`, { headers: { authorization: `Bearer ${own.key}` } })
+      .then((r) => r.json() as any)
+      .then((r) => r.data);
+    expect(record.status).toBe("success");
+    expect(record.usage.completion_tokens).toBe(1_000_000_000);
+    expect(record.usage_estimated).toBe(false);
+    expect(record.total_cost).toBe(5);
+    expect(usdToNano(record.total_cost) + usdToNano(record.unbilled_cost)).toBe(20 * prices.input + 1_000_000_000 * prices.output);
+    const { body: account } = await t.admin("GET", `/admin/v1/accounts/${own.accountId}`);
+    expect(account.data.balance).toBe(0);
+  });
 });

@@ -1,4 +1,4 @@
-import type { Usage } from "../canonical.ts";
+import { usableCounts, type Usage } from "../canonical.ts";
 
 /** Anthropic's usage object (B.6): `input_tokens` EXCLUDES cache reads and writes. */
 export interface MessagesUsage {
@@ -15,18 +15,11 @@ function count(value: unknown): number {
 
 /**
  * Anthropic usage -> canonical: the input total is input + cache writes + cache reads, normalized once (E.8).
- * Undefined when the upstream reported none (absent, null, or no count at all).
+ * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
  */
 export function readMessagesUsage(usage: MessagesUsage | null | undefined): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
-  if (
-    typeof usage.input_tokens !== "number" &&
-    typeof usage.output_tokens !== "number" &&
-    typeof usage.cache_read_input_tokens !== "number" &&
-    typeof usage.cache_creation_input_tokens !== "number"
-  ) {
-    return undefined;
-  }
+  if (!usableCounts(usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens)) return undefined;
   const cacheRead = count(usage.cache_read_input_tokens);
   const cacheWrite = count(usage.cache_creation_input_tokens);
   return {

@@ -1,4 +1,4 @@
-import type { FinishReason, Usage } from "../canonical.ts";
+import { usableCounts, type FinishReason, type Usage } from "../canonical.ts";
 import { encodeGeminiCallId, normalizeModel } from "./tool-ids.ts";
 
 /** The format's name: reasoning parts from Gemini carry it in their origin. */
@@ -67,11 +67,14 @@ export class GeminiPartReader {
   }
 }
 
-/** Gemini usageMetadata in canonical form (wire reference E.8); undefined when absent or without a count. */
+/**
+ * Gemini usageMetadata in canonical form (wire reference E.8); undefined when absent or not usable (no
+ * count, a count negative or absurd). An absent count is 0: proto3 JSON omits zeros.
+ */
 export function readGeminiUsage(metadata: unknown): Usage | undefined {
   if (!metadata || typeof metadata !== "object") return undefined;
   const usage = metadata as Json;
-  if (typeof usage.promptTokenCount !== "number" && typeof usage.candidatesTokenCount !== "number" && typeof usage.totalTokenCount !== "number") return undefined;
+  if (!usableCounts(usage.promptTokenCount, usage.candidatesTokenCount, usage.thoughtsTokenCount, usage.toolUsePromptTokenCount)) return undefined;
   const count = (key: string) => (typeof usage[key] === "number" && usage[key] > 0 ? (usage[key] as number) : 0);
   const thoughts = count("thoughtsTokenCount");
   return {

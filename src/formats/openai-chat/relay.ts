@@ -3,7 +3,7 @@ import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import { redact } from "../../core/secrets.ts";
 import { errorBody, UpstreamError } from "../../core/errors.ts";
-import type { FinishReason, StreamEvent, Usage } from "../canonical.ts";
+import { usableCounts, type FinishReason, type StreamEvent, type Usage } from "../canonical.ts";
 
 interface ChatUsage {
   prompt_tokens?: number;
@@ -16,11 +16,11 @@ interface ChatUsage {
 
 /**
  * Chat usage -> canonical usage: prompt_tokens already includes cached tokens (wire reference E.8).
- * Undefined when the upstream reported none (absent, null, or neither count); range checks are metering's.
+ * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
  */
 export function readChatUsage(usage: ChatUsage | null | undefined): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
-  if (typeof usage.prompt_tokens !== "number" && typeof usage.completion_tokens !== "number") return undefined;
+  if (!usableCounts(usage.prompt_tokens, usage.completion_tokens)) return undefined;
   const details = usage.prompt_tokens_details ?? undefined;
   return {
     inputTokens: usage.prompt_tokens ?? 0,

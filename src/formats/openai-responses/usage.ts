@@ -1,4 +1,4 @@
-import type { Usage } from "../canonical.ts";
+import { usableCounts, type Usage } from "../canonical.ts";
 
 /** The Responses usage object (wire reference C.3): cached tokens are a subset of input, reasoning a subset of output. */
 export interface ResponsesUsage {
@@ -18,12 +18,12 @@ interface WireUsage {
 
 /**
  * Responses usage -> canonical usage. input_tokens already includes the cached tokens (E.8): nothing is added.
- * Undefined when the upstream reported none (absent, null, or neither count).
+ * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
  */
 export function readResponsesUsage(usage: unknown): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
   const wire = usage as WireUsage;
-  if (typeof wire.input_tokens !== "number" && typeof wire.output_tokens !== "number") return undefined;
+  if (!usableCounts(wire.input_tokens, wire.output_tokens)) return undefined;
   return {
     inputTokens: wire.input_tokens ?? 0,
     cacheReadTokens: wire.input_tokens_details?.cached_tokens ?? 0,

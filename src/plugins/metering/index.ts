@@ -59,9 +59,11 @@ export default definePlugin({
     }
 
     /**
-     * The usage billed. Reported usage is clamped to sane integers. A successful answer without a usage
-     * report is billed from the counted prompt and text (`usageEstimated`); a stream cut short for the text
-     * it delivered (counted) when that is more than reported; a call that failed before generating, zero.
+     * The usage billed. Reported usage is clamped to sane integers (fractions down, cached within the
+     * prompt). A successful answer without a usable report (none, null, or counts negative or absurd: the
+     * readers return undefined) is billed from the counted prompt and text (`usageEstimated`); a stream
+     * cut short for the text it delivered (counted) when that is more than reported; a call that failed
+     * before generating, zero.
      */
     function billedUsage(ctx: GatewayContext, outcome: Outcome): Usage | undefined {
       let usage = ctx.usage;
@@ -69,7 +71,7 @@ export default definePlugin({
       if (usage === undefined) {
         if (outcome.status === "success") {
           usage = countedUsage(ctx, streamed ? streamed.join("") : ctx.answerText);
-          host.log.warn("the upstream reported no usage; billed from the counted prompt and answer", logFields(ctx, usage));
+          host.log.warn("the upstream reported no usable usage (none, null, or counts out of range); billed from the counted prompt and answer", logFields(ctx, usage));
         } else if (streamed && streamed.length > 0) {
           usage = countedUsage(ctx, streamed.join(""));
         } else {

@@ -1,10 +1,12 @@
-import type { Usage } from "../../formats/canonical.ts";
+import { MAX_REPORTED_TOKENS, type Usage } from "../../formats/canonical.ts";
 
 /**
- * The most tokens one usage field is taken at: past it the figure is the upstream's error (1e15, 1e308),
- * and every price × tokens sum stays a safe integer (10^9 tokens × $1,000 per million is 10^15 nano-USD).
+ * The most tokens one usage field is taken at. The format readers already refuse a report past it (1e15,
+ * 1e308: no usable usage, billed from the counted text); this keeps sums of fields (Anthropic's input is
+ * three of them) in range, so every price × tokens stays a safe integer (10^9 × $1,000 per million is
+ * 10^15 nano-USD).
  */
-export const MAX_USAGE_TOKENS = 1_000_000_000;
+export const MAX_USAGE_TOKENS = MAX_REPORTED_TOKENS;
 
 function count(value: unknown): number {
   // NaN, negatives, strings and null are 0; fractions round down; past the maximum is the maximum.
