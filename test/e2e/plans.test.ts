@@ -55,6 +55,10 @@ describe("plans", () => {
     expect(poor.status).toBe(400);
     expect(poor.body.error.code).toBe("insufficient_balance");
     expect((await t.admin("POST", `/admin/v1/accounts/${accountId}/plan`, { plan: "gold", funding: "card" })).status).toBe(400);
+    // Names every object has are not plans either (they answered 500).
+    for (const plan of ["__proto__", "constructor", "toString"]) {
+      expect((await t.admin("POST", `/admin/v1/accounts/${accountId}/plan`, { plan, funding: "card" })).status).toBe(400);
+    }
     expect((await t.admin("POST", `/admin/v1/accounts/${accountId}/plan`, { plan: "pro", funding: "cash" })).status).toBe(400);
     expect((await t.admin("POST", `/admin/v1/accounts/acct_missing/plan`, { plan: "pro", funding: "card" })).status).toBe(404);
   });

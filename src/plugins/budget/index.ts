@@ -231,7 +231,7 @@ export default definePlugin({
         app.post(
           "/admin/v1/accounts/:id/plan",
           async ({ params, body, set }) => {
-            const plan = config.plans[body.plan];
+            const plan = Object.hasOwn(config.plans, body.plan) ? config.plans[body.plan] : undefined;
             if (!plan) throw new InvalidRequestError(`unknown plan "${body.plan}"; configured: ${Object.keys(config.plans).join(", ") || "none"}`, { param: "plan" });
             const now = host.now();
             const { cycle, balance } = await store.purchasePlan({

@@ -124,7 +124,7 @@ describe("openai-chat stream decoder", () => {
   });
 
   it("a chat stream cut before its finish_reason ends with an error event, not a finish", () => {
-    const cutError = { type: "error", message: "upstream stream ended before finish_reason", status: 502 };
+    const cutError = { type: "error", message: "upstream stream ended before finish_reason", status: 502 } as const;
     const cut = decode(chunk({ content: "The faulty" }));
     expect(cut).toEqual([{ type: "message_start", id: "chatcmpl-up", model: "up-model" }, { type: "text_delta", text: "The faulty" }, cutError]);
     const cutCall = decode(chunk({ tool_calls: [{ index: 0, id: "c", function: { name: "f", arguments: '{"a":1' } }] }));
