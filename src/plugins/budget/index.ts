@@ -5,7 +5,7 @@ import { t } from "elysia";
 import { InvalidRequestError, NotFoundError, UnavailableError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
-import type { Funds, PlanCycle } from "../storage/repository.ts";
+import type { Funds, PlanCycle, ReservationInput } from "../storage/repository.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
 
 /** What the budget offers metering (`host.service("budget")`). */
@@ -131,6 +131,20 @@ export default definePlugin({
       };
     }
 
+    /** What the store needs to hold funds for this request (the first hold and its extension alike). */
+    function reservationInput(ctx: GatewayContext, limits: PlanLimits | undefined): ReservationInput {
+      const key = ctx.principal!.key;
+      return {
+        id: ctx.requestId,
+        accountId: key.accountId,
+        keyId: key.id,
+        keyLimited: key.limit !== null,
+        instanceId,
+        createdAt: ctx.startedAt,
+        windows: limits ? windowStarts(limits) : undefined,
+      };
+    }
+
     const service: BudgetService = {
       async extendHold(ctx, extra) {
         const key = ctx.principal!.key;
@@ -138,16 +152,7 @@ export default definePlugin({
         try {
           const limits = await windowsOf(key.accountId, ctx.startedAt);
           granted = await store.reserve(
-            {
-              id: ctx.requestId,
-              accountId: key.accountId,
-              keyId: key.id,
-              keyLimited: key.limit !== null,
-              instanceId,
-              createdAt: ctx.startedAt,
-              windows: limits ? windowStarts(limits) : undefined,
-              extension: true,
-            },
+            { ...reservationInput(ctx, limits), extension: true },
             function grantWithinFunds(funds) {
               // The funds exclude every hold, this request's included: what is left is free for anyone.
               let grant = Math.min(extra, funds.account);
@@ -192,15 +197,7 @@ export default definePlugin({
         const plan = cycle ? config.plans[cycle.plan] : undefined;
         const limits = plan ? planLimits(plan, now) : undefined;
         let outputCap = 0;
-        const input = {
-          id: ctx.requestId,
-          accountId: key.accountId,
-          keyId: key.id,
-          keyLimited: key.limit !== null,
-          instanceId,
-          createdAt: ctx.startedAt,
-          windows: limits ? windowStarts(limits) : undefined,
-        };
+        const input = reservationInput(ctx, limits);
         const holding = store.reserve(input, (funds) => {
           let reservation = planReservation(worst, funds);
           if (limits) {
