@@ -19,7 +19,7 @@ import {
 } from "./cli.ts";
 
 const CLAUDE = cliBinary("claude");
-if (!CLAUDE) console.warn("[e2e-cli] SKIPPED Claude Code tests: node_modules/.bin/claude is missing (npm install the @anthropic-ai/claude-code devDependency)");
+if (!CLAUDE) console.warn("[e2e-cli] SKIPPED Claude Code tests: test/e2e-cli/node_modules/.bin/claude is missing (bash test/e2e-cli/install.sh)");
 
 const SMALL_MODEL = "claude-haiku-4-5";
 /** The shell computes the marker, so finding it in a tool result proves the command ran. */

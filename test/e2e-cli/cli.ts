@@ -15,7 +15,7 @@ export const CLI_TIMEOUT_MS = 60_000;
 
 /** The CLI's launcher in node_modules/.bin, or null when the devDependency is not installed. */
 export function cliBinary(name: "claude" | "codex"): string | null {
-  const path = join(ROOT, "node_modules", ".bin", name);
+  const path = join(import.meta.dir, "node_modules", ".bin", name);
   return existsSync(path) ? path : null;
 }
 

@@ -25,7 +25,7 @@ import {
 } from "./cli.ts";
 
 const CODEX = cliBinary("codex");
-if (!CODEX) console.warn("[e2e-cli] SKIPPED Codex tests: node_modules/.bin/codex is missing (npm install the @openai/codex devDependency)");
+if (!CODEX) console.warn("[e2e-cli] SKIPPED Codex tests: test/e2e-cli/node_modules/.bin/codex is missing (bash test/e2e-cli/install.sh)");
 
 /** The shell computes the marker, so finding it in a tool output proves the command ran. */
 const COMMAND = "echo gateway-$((6*7))";
