@@ -1,6 +1,6 @@
 /** The canonical form every wire format decodes into and encodes from. Pure types, no I/O. */
 
-/** Token usage normalized once (E.8 of the wire reference): inputTokens includes cache reads and writes. */
+/** Token usage normalized once (docs/wire-formats.md#usage): inputTokens includes cache reads and writes. */
 export interface Usage {
   /** All prompt tokens, cache reads and writes included (OpenAI `prompt_tokens`). */
   inputTokens: number;

@@ -1,12 +1,12 @@
 /**
- * Anthropic Messages wire format for the fake upstream (wire reference section B).
+ * Anthropic Messages wire format for the fake upstream (https://docs.anthropic.com/en/api/messages).
  *
  *   POST /v1/messages   (non-stream JSON, or SSE with `event:` lines when stream is true)
  *
  * Requires `x-api-key` and `anthropic-version`. Validates requests the way Anthropic does where translators
- * go wrong (F.19-F.25, F.27-F.28): required max_tokens, non-empty text, tool ids `^[a-zA-Z0-9_-]+$`,
- * tool_use answered by tool_result first in the next user message, thinking signatures issued by this fake
- * for this very model, thinking budget rules, temperature with top_p, unknown top-level fields.
+ * go wrong (docs/wire-formats.md#anthropic-messages): required max_tokens, non-empty text, tool ids
+ * `^[a-zA-Z0-9_-]+$`, tool_use answered by tool_result first in the next user message, thinking signatures issued by
+ * this fake for this very model, thinking budget rules, temperature with top_p, unknown top-level fields.
  *
  * Scenario control: `[[fake {json}]]` in the text of the LAST user message (see AnthropicFakeDirective).
  */
@@ -27,7 +27,10 @@ export interface AnthropicFakeDirective {
   tool_calls?: { name: string; arguments?: unknown; id?: string }[];
   /** Exact usage (input_tokens EXCLUDES cache reads and writes, as Anthropic reports it). */
   usage?: Partial<AnthropicUsage>;
-  /** Stream: message_start reports no cache tokens; they (and input_tokens) arrive only in message_delta (F.17). */
+  /**
+   * Stream: message_start reports no cache tokens; they (and input_tokens) arrive only in message_delta, as from some
+   * Anthropic-compatible upstreams.
+   */
   usage_in_delta_only?: boolean;
   /** Override stop_reason. */
   stop_reason?: string;
@@ -318,7 +321,9 @@ export function buildAnthropicMessage(body: any, directive: AnthropicFakeDirecti
 
 const event = (name: string, data: Json) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 
-/** SSE events of a streamed reply (B.7), ending with message_stop. */
+/**
+ * SSE events of a streamed reply (https://docs.anthropic.com/en/api/messages-streaming), ending with message_stop.
+ */
 export function buildAnthropicStreamEvents(body: any, directive: AnthropicFakeDirective | null): string[] {
   const message = buildAnthropicMessage(body, directive);
   const usage = message.usage as AnthropicUsage;

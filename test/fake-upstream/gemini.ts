@@ -1,5 +1,5 @@
 /**
- * Google Gemini generateContent wire format for the fake upstream (wire reference section D).
+ * Google Gemini generateContent wire format for the fake upstream (https://ai.google.dev/api/generate-content).
  *
  *   POST /v1beta/models/{model}:generateContent
  *   POST /v1beta/models/{model}:streamGenerateContent?alt=sse   (without alt=sse: one JSON array)
@@ -72,7 +72,7 @@ const DEFAULT_MESSAGES: Record<string, string> = {
   DEADLINE_EXCEEDED: "Deadline expired before operation could complete.",
 };
 
-/** A Google error body (D.5). */
+/** A Google error body (docs/wire-formats.md#google-gemini). */
 export function geminiErrorBody(status: number, error?: GeminiFakeDirective["error"]): Json {
   const e = typeof error === "string" ? { message: error } : (error ?? {});
   const name = e.status ?? STATUS_NAMES[status] ?? (status >= 500 ? "INTERNAL" : "INVALID_ARGUMENT");

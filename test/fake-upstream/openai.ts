@@ -4,7 +4,8 @@
  * Pure functions only (plus a few small memo caches): request → token counts / directive,
  * reply spec → response JSON object or SSE event strings. No I/O here; see server.ts.
  *
- * Shapes follow /work/shared/reference/wire-formats.md section A (api.openai.com behaviour).
+ * Shapes follow OpenAI's API reference, https://platform.openai.com/docs/api-reference/chat/create (api.openai.com
+ * behaviour).
  */
 
 // ---------------------------------------------------------------------------------------------

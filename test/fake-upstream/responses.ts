@@ -1,7 +1,8 @@
 /**
- * OpenAI Responses API (`POST /v1/responses`) for the fake upstream: wire reference section C, as
- * api.openai.com answers it (response object, SSE with `event:` lines and sequence numbers, reasoning items
- * with encrypted content, function_call and custom_tool_call items, usage with details and total_tokens).
+ * OpenAI Responses API (`POST /v1/responses`) for the fake upstream:
+ * https://platform.openai.com/docs/api-reference/responses, as api.openai.com answers it (response object, SSE with
+ * `event:` lines and sequence numbers, reasoning items with encrypted content, function_call and custom_tool_call
+ * items, usage with details and total_tokens).
  *
  * Scenario control: the same `[[fake {json}]]` directive as openai.ts, in the LAST user message of
  * `input` (or the `input` string). Responses-specific keys:
@@ -215,7 +216,10 @@ function buildReply(body: any, directive: ResponsesDirective | null): Reply {
   return { response, items };
 }
 
-/** The SSE events of a streamed reply, in api.openai.com's order (C.4), the terminal event last. */
+/**
+ * The SSE events of a streamed reply, in api.openai.com's order
+ * (https://platform.openai.com/docs/api-reference/responses-streaming), the terminal event last.
+ */
 export function buildResponsesStreamEvents(reply: Reply): string[] {
   const events: string[] = [];
   let sequence = 0;

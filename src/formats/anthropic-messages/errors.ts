@@ -1,7 +1,9 @@
 import type { GatewayError } from "../../core/errors.ts";
 import { redact } from "../../core/secrets.ts";
 
-/** Anthropic's error type for an HTTP status (wire reference B.8 / E.12). */
+/**
+ * Anthropic's error type for an HTTP status (docs/wire-formats.md#anthropic-messages, docs/wire-formats.md#errors).
+ */
 export function anthropicErrorType(status: number): string {
   switch (status) {
     case 400:

@@ -1,7 +1,7 @@
 /**
- * Tool-call ids across formats. Anthropic requires `^[a-zA-Z0-9_-]+$` (F.22); other upstreams use ids like
- * `Bash:0` or carry provider state in them. The mapping is deterministic both ways because history is
- * replayed on every turn: a valid id goes through untouched, any other is written as a prefix plus its
+ * Tool-call ids across formats. Anthropic requires `^[a-zA-Z0-9_-]+$` (docs/wire-formats.md#tool-call-ids); other
+ * upstreams use ids like `Bash:0` or carry provider state in them. The mapping is deterministic both ways because
+ * history is replayed on every turn: a valid id goes through untouched, any other is written as a prefix plus its
  * base64url (whose alphabet is exactly Anthropic's), so the original comes back byte for byte.
  */
 

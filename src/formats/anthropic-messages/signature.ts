@@ -1,10 +1,10 @@
 /**
  * Reasoning that did not come from Anthropic reaches a Messages client as a thinking block whose signature
- * is a gateway envelope (E.9.1 step 2, E.10 rule 3): it records the origin (format, model) and the
- * upstream's own opaque state when there was one (a Gemini thoughtSignature, OpenAI encrypted reasoning).
- * The client replays it as an opaque string; the gateway reads it back, so the reasoning text can go back
- * to its issuer (DeepSeek needs its reasoning_content in tool loops, F.29) and the state only to its issuer,
- * and never forwards an envelope to Anthropic, which would answer "Invalid signature in thinking block" (F.27).
+ * is a gateway envelope (docs/wire-formats.md#reasoning-and-signatures, rule 3): it records the origin (format,
+ * model) and the upstream's own opaque state when there was one (a Gemini thoughtSignature, OpenAI encrypted
+ * reasoning). The client replays it as an opaque string; the gateway reads it back, so the reasoning text can go back
+ * to its issuer (DeepSeek needs its reasoning_content in tool loops) and the state only to its issuer,
+ * and never forwards an envelope to Anthropic, which would answer "Invalid signature in thinking block".
  */
 
 /** The format's name: reasoning Anthropic signed carries it in its origin. */

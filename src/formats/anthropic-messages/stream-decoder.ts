@@ -4,7 +4,10 @@ import type { FinishReason, StreamEvent } from "../canonical.ts";
 import { mergeMessagesUsage, readMessagesUsage, type MessagesUsage } from "./usage.ts";
 import { ANTHROPIC_MESSAGES } from "./signature.ts";
 
-/** Anthropic stop_reason -> canonical finish; tool use is derived from what was emitted (E.7). */
+/**
+ * Anthropic stop_reason -> canonical finish; tool use is derived from what was emitted
+ * (docs/wire-formats.md#finish-reasons).
+ */
 export function finishFromStopReason(stopReason: unknown, sawTool: boolean): FinishReason {
   switch (stopReason) {
     case "max_tokens":
@@ -13,7 +16,7 @@ export function finishFromStopReason(stopReason: unknown, sawTool: boolean): Fin
     case "refusal":
       return "content_filter";
     default:
-      // end_turn, stop_sequence, pause_turn, tool_use (without a tool block: demoted, F.11) and unknown values.
+      // end_turn, stop_sequence, pause_turn, tool_use (without a tool block: demoted) and unknown values.
       return sawTool ? "tool_calls" : "stop";
   }
 }
@@ -42,8 +45,9 @@ export function frameType(frame: SseFrame, data: Record<string, any>): string {
 }
 
 /**
- * Anthropic SSE frames -> canonical events (B.7): usage from message_start and message_delta (the latter's
- * cumulative fields replace the former's), deltas by block kind, tool calls numbered 0.. in start order.
+ * Anthropic SSE frames -> canonical events (docs/wire-formats.md#anthropic-messages): usage from message_start and
+ * message_delta (the latter's cumulative fields replace the former's), deltas by block kind, tool calls numbered 0..
+ * in start order.
  */
 export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type: string, data: Record<string, any>): StreamEvent[] } {
   let usage: MessagesUsage = {};
@@ -140,7 +144,7 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
     }
   }
 
-  /** Thinking signatures are bound to the model that signed them (F.27): the event says which, for other encoders. */
+  /** Thinking signatures are bound to the model that signed them: the event says which, for other encoders. */
   function signatureEvent(signature: string): StreamEvent {
     const event: Extract<StreamEvent, { type: "reasoning_signature" }> & { origin: { format: string; model: string } } = {
       type: "reasoning_signature",

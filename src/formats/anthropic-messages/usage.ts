@@ -1,6 +1,8 @@
 import { usableCounts, type Usage } from "../canonical.ts";
 
-/** Anthropic's usage object (B.6): `input_tokens` EXCLUDES cache reads and writes. */
+/**
+ * Anthropic's usage object (docs/wire-formats.md#anthropic-messages): `input_tokens` EXCLUDES cache reads and writes.
+ */
 export interface MessagesUsage {
   input_tokens?: number | null;
   output_tokens?: number | null;
@@ -14,8 +16,9 @@ function count(value: unknown): number {
 }
 
 /**
- * Anthropic usage -> canonical: the input total is input + cache writes + cache reads, normalized once (E.8).
- * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
+ * Anthropic usage -> canonical: the input total is input + cache writes + cache reads, normalized once
+ * (docs/wire-formats.md#usage). Undefined when the upstream reported none usable (absent, null, no count, a count
+ * negative or absurd).
  */
 export function readMessagesUsage(usage: MessagesUsage | null | undefined): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;
@@ -33,7 +36,7 @@ export function readMessagesUsage(usage: MessagesUsage | null | undefined): Usag
 
 /**
  * Folds a later usage report into what a stream has said so far: `message_delta` carries the final
- * output_tokens and, optionally, cumulative input and cache totals that replace message_start's (B.7, F.17).
+ * output_tokens and, optionally, cumulative input and cache totals that replace message_start's.
  */
 export function mergeMessagesUsage(previous: MessagesUsage, next: MessagesUsage | null | undefined): MessagesUsage {
   if (!next || typeof next !== "object") return previous;

@@ -25,8 +25,8 @@ const IMAGE_TYPES: Record<string, string> = {
 };
 
 /**
- * Canonical messages -> Gemini `contents` (wire reference D.2, E.1, E.2, E.5, E.10). Roles are user and
- * model; consecutive turns of one role are merged (parallel function responses must share a turn).
+ * Canonical messages -> Gemini `contents` (docs/wire-formats.md: Google Gemini and Translation rules). Roles are user
+ * and model; consecutive turns of one role are merged (parallel function responses must share a turn).
  * Thought signatures go back only to the model that issued them: in the tool-call id for function
  * calls, in reasoning parts whose origin is this format and model; anything foreign is dropped.
  */

@@ -1,7 +1,10 @@
 import type { GatewayError } from "../../core/errors.ts";
 import { redact } from "../../core/secrets.ts";
 
-/** Google RPC status -> HTTP status (wire reference D.5). */
+/**
+ * Google RPC status -> HTTP status (docs/wire-formats.md#google-gemini,
+ * https://ai.google.dev/gemini-api/docs/troubleshooting).
+ */
 const HTTP_BY_STATUS: Record<string, number> = {
   INVALID_ARGUMENT: 400,
   FAILED_PRECONDITION: 400,

@@ -11,12 +11,18 @@ const FUNCTION_NAME = /^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$/;
 
 /** Gemini 1.x/2.x take a thinking budget in tokens; later models a thinking level. */
 const BUDGET_MODELS = /^gemini-[12](?:[.-]|$)/;
-/** Effort -> thinking budget (wire reference E.6 heuristic; 24576 is Gemini 2.5 Flash's maximum). */
+/**
+ * Effort -> thinking budget (docs/wire-formats.md#sampling-and-limits heuristic; 24576 is Gemini 2.5 Flash's
+ * maximum).
+ */
 const BUDGETS: Record<string, number> = { none: 0, minimal: 1024, low: 4096, medium: 8192, high: 16384, xhigh: 24576, max: 24576 };
 /** Effort -> thinking level (Gemini 3+ cannot switch thinking off: none is its least). */
 const LEVELS: Record<string, string> = { none: "minimal", minimal: "minimal", low: "low", medium: "medium", high: "high", xhigh: "high", max: "high" };
 
-/** A canonical request as a generateContent body (wire reference D.2); the model goes in the URL. */
+/**
+ * A canonical request as a generateContent body (https://ai.google.dev/api/generate-content); the model goes in the
+ * URL.
+ */
 export function geminiFromCanonical(request: CanonicalChatRequest, upstreamModel: string): Record<string, unknown> {
   const body: Json = { contents: geminiContents(request.messages, upstreamModel) };
   if (request.system) body.systemInstruction = { parts: [{ text: request.system }] };
@@ -43,7 +49,10 @@ function functionDeclaration(tool: CanonicalTool, index: number): Json {
   return declaration;
 }
 
-/** tool_choice -> functionCallingConfig (wire reference E.4); parallel_tool_calls has no Gemini equivalent. */
+/**
+ * tool_choice -> functionCallingConfig (docs/wire-formats.md#tools-and-tool-choice); parallel_tool_calls has no
+ * Gemini equivalent.
+ */
 function functionCallingConfig(choice: CanonicalToolChoice): Json {
   switch (choice.type) {
     case "none":

@@ -20,7 +20,9 @@ const geminiTranslation: FormatTranslation = {
   createStreamDecoder: createGeminiStreamDecoder,
 };
 
-/** Google Gemini generateContent / streamGenerateContent?alt=sse, as an upstream (wire reference D). */
+/**
+ * Google Gemini generateContent / streamGenerateContent?alt=sse, as an upstream (docs/wire-formats.md#google-gemini).
+ */
 export const gemini: WireFormat = {
   name: GEMINI_FORMAT_NAME,
   decodeRequest: () => upstreamOnly("decodeRequest"),

@@ -16,7 +16,8 @@ export type GeminiOutput =
 /**
  * Reads a candidate's parts in order, across the chunks of one answer: numbers its function calls and
  * gives each a deterministic id carrying its thoughtSignature (tool-ids.ts). A signature on a text part
- * is not kept: Gemini validates only function-call signatures (D.6), and a text part has no id to carry it.
+ * is not kept: Gemini validates only function-call signatures
+ * (https://ai.google.dev/gemini-api/docs/thought-signatures), and a text part has no id to carry it.
  */
 export class GeminiPartReader {
   /** Function calls read so far (their ordinal seeds the synthesized ids). */
@@ -68,7 +69,7 @@ export class GeminiPartReader {
 }
 
 /**
- * Gemini usageMetadata in canonical form (wire reference E.8); undefined when absent or not usable (no
+ * Gemini usageMetadata in canonical form (docs/wire-formats.md#usage); undefined when absent or not usable (no
  * count, a count negative or absurd). An absent count is 0: proto3 JSON omits zeros.
  */
 export function readGeminiUsage(metadata: unknown): Usage | undefined {
@@ -104,8 +105,8 @@ const FINISH: Record<string, FinishReason> = {
 };
 
 /**
- * A Gemini finishReason in canonical form (wire reference E.7). Gemini says STOP for function calls, so
- * the reason is tool_calls whenever a call was read anywhere in the answer, whatever Gemini said.
+ * A Gemini finishReason in canonical form (docs/wire-formats.md#finish-reasons). Gemini says STOP for function calls,
+ * so the reason is tool_calls whenever a call was read anywhere in the answer, whatever Gemini said.
  */
 export function finishFromGemini(reason: unknown, sawFunctionCall: boolean): FinishReason {
   if (sawFunctionCall) return "tool_calls";

@@ -1,6 +1,6 @@
 /**
  * JSON Schema -> the OpenAPI-3.0 subset Gemini accepts in functionDeclarations.parameters and
- * generationConfig.responseSchema (wire reference D.2, pitfall F.31). Gemini answers 400 "Unknown name"
+ * generationConfig.responseSchema (docs/wire-formats.md#google-gemini). Gemini answers 400 "Unknown name"
  * for any other keyword, "should be non-empty for OBJECT type" for `properties: {}`, "property is not
  * defined" for `required` names missing from `properties`, "only allowed for OBJECT type" for
  * properties on non-objects, and rejects arrays without `items`.

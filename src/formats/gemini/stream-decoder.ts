@@ -7,10 +7,10 @@ import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf,
 type Json = Record<string, any>;
 
 /**
- * `streamGenerateContent?alt=sse` frames -> canonical events (wire reference D.4, E.9.5). Each chunk
- * holds incremental parts, read in order: thoughts -> reasoning, text -> text, a functionCall (always
- * whole) -> tool_call_start plus one full-arguments delta. Whether a call was seen is remembered across
- * chunks, since newer models send the finishReason in a later chunk without the call. Usage comes
+ * `streamGenerateContent?alt=sse` frames -> canonical events (docs/wire-formats.md#google-gemini,
+ * docs/wire-formats.md#streams). Each chunk holds incremental parts, read in order: thoughts -> reasoning, text ->
+ * text, a functionCall (always whole) -> tool_call_start plus one full-arguments delta. Whether a call was seen is
+ * remembered across chunks, since newer models send the finishReason in a later chunk without the call. Usage comes
  * from the latest usageMetadata, before message_end when both share a chunk. A stream that ends before
  * a finishReason was cut: it ends with an error, never a made-up finish.
  */

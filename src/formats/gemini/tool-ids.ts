@@ -1,10 +1,11 @@
 import { createHash } from "node:crypto";
 
 /**
- * Tool-call ids for calls Gemini made, carrying what the next turn must send back (wire reference D.6,
- * E.10.3): Gemini's own functionCall id (when it gave one) and the part's thoughtSignature, tagged with
- * the model that issued it. Chat, Messages and Responses clients all echo tool-call ids verbatim, so the
- * id is the one carrier every client format keeps. Stateless and deterministic both ways.
+ * Tool-call ids for calls Gemini made, carrying what the next turn must send back
+ * (docs/wire-formats.md#reasoning-and-signatures, rule 3): Gemini's own functionCall id (when it gave one) and the
+ * part's thoughtSignature, tagged with the model that issued it. Chat, Messages and Responses clients all echo
+ * tool-call ids verbatim, so the id is the one carrier every client format keeps. Stateless and deterministic both
+ * ways.
  *
  *   call_<core>[_<tag><mode><signature>]
  *

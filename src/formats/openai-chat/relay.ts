@@ -15,7 +15,7 @@ interface ChatUsage {
 }
 
 /**
- * Chat usage -> canonical usage: prompt_tokens already includes cached tokens (wire reference E.8).
+ * Chat usage -> canonical usage: prompt_tokens already includes cached tokens (docs/wire-formats.md#usage).
  * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
  */
 export function readChatUsage(usage: ChatUsage | null | undefined): Usage | undefined {

@@ -1,9 +1,9 @@
 /**
  * The image sizes and qualities the gateway serves, and the output tokens one image costs.
  *
- * No official per-size token table exists for the gpt-image-2.x models (catalog-prices.md, section B),
- * so the gateway uses OpenAI's published gpt-image-1 table. It is used only to hold funds before the call
- * (the budget reservation); the charge is always the usage the upstream reports.
+ * No official per-size token table exists for the gpt-image-2.x models, so the gateway uses OpenAI's published
+ * gpt-image-1 table (https://platform.openai.com/docs/guides/image-generation). It is used only to hold funds before
+ * the call (the budget reservation); the charge is always the usage the upstream reports.
  */
 
 export const IMAGE_SIZES = ["1024x1024", "1536x1024", "1024x1536"] as const;

@@ -3,7 +3,7 @@ import { sseFrame } from "../../core/sse.ts";
 import { redact } from "../../core/secrets.ts";
 
 /**
- * The `response.error.code` Codex branches on (wire reference C.6, E.12): context_length_exceeded and
+ * The `response.error.code` Codex branches on (docs/wire-formats.md#what-codex-needs): context_length_exceeded and
  * insufficient_quota are fatal, rate_limit_exceeded is retried after the delay read from the message,
  * anything else is retried.
  */
@@ -27,15 +27,19 @@ export function failedMessage(unsafe: string, code: string, retryAfterSeconds?: 
 }
 
 /**
- * A `response.failed` event for a stream whose headers are already sent (E.12). The core calls it without
- * the stream's state, so it cannot continue the stream's numbering: sequence_number 0 only fills the field.
+ * A `response.failed` event for a stream whose headers are already sent (docs/wire-formats.md#errors). The core calls
+ * it without the stream's state, so it cannot continue the stream's numbering: sequence_number 0 only fills the
+ * field.
  */
 export function responsesStreamErrorFrame(error: GatewayError): string {
   const code = failedCode({ status: error.status, code: error.code, message: error.message });
   return failedFrame(code, failedMessage(error.message, code, error.headers?.["retry-after"]), 0);
 }
 
-/** A `response.failed` SSE frame with the error inside `response.error`, where Codex reads it (F.36); secrets masked. */
+/**
+ * A `response.failed` SSE frame with the error inside `response.error`, where Codex reads it
+ * (docs/wire-formats.md#what-codex-needs); secrets masked.
+ */
 export function failedFrame(code: string, message: string, sequence: number, response?: Record<string, unknown>): string {
   const event = {
     type: "response.failed",

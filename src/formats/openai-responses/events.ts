@@ -8,7 +8,10 @@ type Json = Record<string, any>;
 interface ToolItem {
   index: number;
   custom: boolean;
-  /** Arguments already reported (some upstreams send them only in the `.done` events: F.9). */
+  /**
+   * Arguments already reported (some upstreams send them only in the `.done` events:
+   * docs/wire-formats.md#openai-responses).
+   */
   reported: boolean;
   input: string;
 }
@@ -21,8 +24,8 @@ export interface ResponsesEventReader {
 }
 
 /**
- * Reads Responses stream events (wire reference C.4) as canonical events: the relay's view for metering
- * and plugins, and the stream decoder's whole job. Tool calls are numbered 0.. in the order their items
+ * Reads Responses stream events (docs/wire-formats.md#openai-responses) as canonical events: the relay's view for
+ * metering and plugins, and the stream decoder's whole job. Tool calls are numbered 0.. in the order their items
  * are added; arguments that only come in `.done` events are reported from there.
  */
 export function createResponsesEventReader(): ResponsesEventReader {
@@ -106,7 +109,7 @@ export function createResponsesEventReader(): ResponsesEventReader {
         case "response.output_item.done": {
           const item = event.item ?? {};
           if (item.type === "reasoning" && typeof item.encrypted_content === "string" && item.encrypted_content !== "") {
-            // OpenAI's encrypted reasoning, bound to this format and model (E.10): client encoders tag it with the origin.
+            // OpenAI's encrypted reasoning, bound to this format and model: client encoders tag it with the origin.
             const signature: StreamEvent & { origin: { format: string; model: string } } = {
               type: "reasoning_signature",
               signature: item.encrypted_content,

@@ -7,8 +7,9 @@ import { RESPONSES_FORMAT } from "./reasoning-state.ts";
 import { openaiResponsesTranslation } from "./translation/index.ts";
 
 /**
- * The OpenAI Responses API (`POST /v1/responses`, wire reference C), as Codex CLI and the openai SDK speak
- * it, and as OpenAI serves it upstream. Stateless: previous_response_id is refused, history comes in `input`.
+ * The OpenAI Responses API (`POST /v1/responses`, docs/wire-formats.md#openai-responses), as Codex CLI and the openai
+ * SDK speak it, and as OpenAI serves it upstream. Stateless: previous_response_id is refused, history comes in
+ * `input`.
  */
 export const openaiResponses: WireFormat = {
   name: RESPONSES_FORMAT,

@@ -6,8 +6,9 @@ export const RESPONSES_FORMAT = "openai-responses";
 
 /**
  * Reasoning state of another format (an Anthropic thinking signature, redacted thinking) carried through a
- * Responses client in `encrypted_content` with a gateway prefix (wire reference E.10, rule 3), so that
- * Codex replays it and it goes back byte for byte to the model that issued it. Anything else in
+ * Responses client in `encrypted_content` with a gateway prefix (rule 3 of
+ * docs/wire-formats.md#reasoning-and-signatures), so that Codex replays it and it goes back byte for byte to the
+ * model that issued it. Anything else in
  * `encrypted_content` is OpenAI's own and stays bound to the Responses format.
  */
 const PREFIX = "gwrs1.";

@@ -12,7 +12,10 @@ const InputItem = Type.Object({ type: Type.Optional(Type.String({ minLength: 1 }
 
 const Tool = Type.Object({ type: Type.String({ minLength: 1 }) }, Open);
 
-/** The Responses request fields the gateway checks (wire reference C.1); every other field passes through. */
+/**
+ * The Responses request fields the gateway checks (docs/wire-formats.md#openai-responses); every other field passes
+ * through.
+ */
 export const ResponsesRequest = Type.Object(
   {
     model: Type.String({ minLength: 1 }),

@@ -36,9 +36,9 @@ export function clientTools(body: Record<string, unknown>): Map<string, ClientTo
 
 /**
  * Responses tools in canonical form. Function tools are flat here (nested in chat); custom (freeform)
- * tools become a function taking `{input: string}` (E.3); namespace tools are flattened. Hosted tools
- * (web_search, file_search, code_interpreter, mcp, local_shell, ...) only run on OpenAI's servers: they are
- * left out when the request goes to another format, so the model simply does not see them.
+ * tools become a function taking `{input: string}` (docs/wire-formats.md#tools-and-tool-choice); namespace tools are
+ * flattened. Hosted tools (web_search, file_search, code_interpreter, mcp, local_shell, ...) only run on OpenAI's
+ * servers: they are left out when the request goes to another format, so the model simply does not see them.
  */
 export function toolsToCanonical(tools: unknown): CanonicalTool[] {
   const out: CanonicalTool[] = [];

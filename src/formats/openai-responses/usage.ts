@@ -1,6 +1,9 @@
 import { usableCounts, type Usage } from "../canonical.ts";
 
-/** The Responses usage object (wire reference C.3): cached tokens are a subset of input, reasoning a subset of output. */
+/**
+ * The Responses usage object (docs/wire-formats.md#openai-responses): cached tokens are a subset of input, reasoning
+ * a subset of output.
+ */
 export interface ResponsesUsage {
   input_tokens: number;
   input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
@@ -17,8 +20,9 @@ interface WireUsage {
 }
 
 /**
- * Responses usage -> canonical usage. input_tokens already includes the cached tokens (E.8): nothing is added.
- * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
+ * Responses usage -> canonical usage. input_tokens already includes the cached tokens (docs/wire-formats.md#usage):
+ * nothing is added. Undefined when the upstream reported none usable (absent, null, no count, a count negative or
+ * absurd).
  */
 export function readResponsesUsage(usage: unknown): Usage | undefined {
   if (!usage || typeof usage !== "object") return undefined;

@@ -10,8 +10,8 @@ export const CLAUDE_MARGIN = 16;
 
 /**
  * An upper bound of a prompt's input tokens on a model of `family`, as count_tokens answers it: never an
- * under-count (F.32: Claude Code then never compacts and hits "prompt is too long"). OpenAI: exact o200k;
- * Anthropic: min(bytes, ceil(o200k × 1.35) + 16); other families: the byte bound.
+ * under-count (docs/wire-formats.md#anthropic-messages: Claude Code then never compacts and hits "prompt is too
+ * long"). OpenAI: exact o200k; Anthropic: min(bytes, ceil(o200k × 1.35) + 16); other families: the byte bound.
  */
 export function countInputTokens(body: Record<string, unknown>, family: string): number {
   if (family === "openai") return countPromptTokens(body, true);

@@ -34,7 +34,7 @@ describe("anthropic-messages fromCanonical (another client format on an Anthropi
     expect(fromCanonical({}).max_tokens).toBe(8192);
   });
 
-  it("never sends temperature and top_p together (F.24) and clamps temperature to Anthropic's 0..1", () => {
+  it("never sends temperature and top_p together and clamps temperature to Anthropic's 0..1", () => {
     expect(fromCanonical({ temperature: 1.7, topP: 0.5 })).toMatchObject({ temperature: 1 });
     expect(fromCanonical({ temperature: 1.7, topP: 0.5 }).top_p).toBeUndefined();
     expect(fromCanonical({ topP: 0.5 }).top_p).toBe(0.5);
@@ -52,7 +52,7 @@ describe("anthropic-messages fromCanonical (another client format on an Anthropi
     expect(fromCanonical({ reasoning: { budgetTokens: 2048 } })).toMatchObject({ thinking: { type: "enabled", budget_tokens: 2048 }, max_tokens: 8192 + 2048 });
   });
 
-  it("writes history Anthropic accepts: results first and paired, ids valid, empty text dropped, orphans as text (F.19, F.20, F.22)", () => {
+  it("writes history Anthropic accepts: results first and paired, ids valid, empty text dropped, orphans as text", () => {
     const body = fromCanonical({
       messages: [
         { role: "user", content: [{ type: "text", text: "do two things" }] },
@@ -81,7 +81,7 @@ describe("anthropic-messages fromCanonical (another client format on an Anthropi
     expect(user.content[3]).toEqual({ type: "text", text: "Result of tool call ghost: boo" });
   });
 
-  it("replays thinking only to the Anthropic model that signed it, byte for byte (F.27)", () => {
+  it("replays thinking only to the Anthropic model that signed it, byte for byte", () => {
     const reasoning = (origin: { format: string; model: string }) => ({ type: "reasoning" as const, text: "t", signature: "SIG", origin });
     const request: Partial<CanonicalChatRequest> = {
       messages: [
@@ -108,7 +108,7 @@ describe("anthropic-messages fromCanonical (another client format on an Anthropi
     expect(fromCanonical(request, "claude-haiku-5-5").messages[1].content).toEqual([{ type: "text", text: "a" }]);
   });
 
-  it("goes without thinking when the tool loop's assistant turn has no thinking block to lead with (F.28)", () => {
+  it("goes without thinking when the tool loop's assistant turn has no thinking block to lead with", () => {
     const body = fromCanonical({
       reasoning: { effort: "medium" },
       maxOutputTokens: 20_000,

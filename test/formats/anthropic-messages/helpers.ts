@@ -56,7 +56,10 @@ export function sdkReading(body: string, contentType = "text/event-stream"): Ant
   });
 }
 
-/** The E.9.1 invariants every Messages stream must keep; returns the frames for further checks. */
+/**
+ * The invariants (docs/wire-formats.md#anthropic-messages) every Messages stream must keep; returns the frames for
+ * further checks.
+ */
 export function assertMessagesStreamInvariants(sse: string): { event: string; data: any }[] {
   const frames = parseSse(sse);
   const problems: string[] = [];

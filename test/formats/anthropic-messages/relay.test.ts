@@ -96,7 +96,7 @@ describe("anthropic-messages relay (Messages client on an Anthropic upstream)", 
     expect((anthropicMessages.relayRequestBody(messagesContext({ body: untouched }), "m") as any).messages).toBe(untouched.messages);
   });
 
-  it("turns thinking off when dropped foreign thinking leaves a tool loop without a leading thinking block (F.28)", () => {
+  it("turns thinking off when dropped foreign thinking leaves a tool loop without a leading thinking block", () => {
     const foreign = { type: "thinking", thinking: "theirs", signature: wrapForeignSignature("s", { format: "gemini", model: "gemini-4-argon" }) };
     const body = {
       model: "claude-sonnet-5-5",

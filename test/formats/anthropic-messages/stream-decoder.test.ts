@@ -11,7 +11,7 @@ const messageDelta = (stop_reason: string, usage: Record<string, unknown>) => ["
 const END = ["message_stop", { type: "message_stop" }] as [string, Record<string, unknown>];
 
 describe("anthropic-messages stream decoder (Messages SSE -> canonical)", () => {
-  it("reads thinking with its signature, text, and tool calls numbered by tool ordinal (not block index, F.2)", () => {
+  it("reads thinking with its signature, text, and tool calls numbered by tool ordinal (not block index)", () => {
     const events = decodeAll(
       createMessagesStreamDecoder(),
       sseFrames(
@@ -45,7 +45,7 @@ describe("anthropic-messages stream decoder (Messages SSE -> canonical)", () => 
     ]);
   });
 
-  it("takes cumulative input and cache totals from message_delta when only it reports them (F.17)", () => {
+  it("takes cumulative input and cache totals from message_delta when only it reports them", () => {
     const start: [string, Record<string, unknown>] = ["message_start", { type: "message_start", message: { id: "m", model: "x", usage: { input_tokens: 10, output_tokens: 1 } } }];
     const events = decodeAll(
       createMessagesStreamDecoder(),
@@ -55,7 +55,7 @@ describe("anthropic-messages stream decoder (Messages SSE -> canonical)", () => 
     expect(usages.at(-1)).toEqual({ type: "usage", usage: { inputTokens: 550, cacheReadTokens: 500, cacheWriteTokens: 40, outputTokens: 7, reasoningTokens: 0 } });
   });
 
-  it("maps stop reasons, demoting a tool_use stop with no tool block to stop (F.11)", () => {
+  it("maps stop reasons, demoting a tool_use stop with no tool block to stop", () => {
     const finish = (reason: string) =>
       decodeAll(createMessagesStreamDecoder(), sseFrames(START, messageDelta(reason, { output_tokens: 2 }), END)).find((event) => event.type === "message_end");
     expect(finish("end_turn")).toEqual({ type: "message_end", finishReason: "stop" });

@@ -17,7 +17,7 @@ async function finalMessage(sse: string): Promise<Anthropic.Message> {
   return sdkReading(sse).messages.stream({ model: "gpt-6-luna", max_tokens: 100, messages: [{ role: "user", content: "x" }] }).finalMessage();
 }
 
-describe("anthropic-messages stream encoder (canonical -> Messages SSE, E.9.1)", () => {
+describe("anthropic-messages stream encoder (canonical -> Messages SSE)", () => {
   it("opens with message_start carrying the prompt estimate and a ping, and closes with one message_delta then message_stop", async () => {
     const sse = encode(
       [
@@ -116,7 +116,7 @@ describe("anthropic-messages stream encoder (canonical -> Messages SSE, E.9.1)",
     ] as never);
   });
 
-  it("does not close a tool block because a usage event arrived (F.1)", async () => {
+  it("does not close a tool block because a usage event arrived", async () => {
     const sse = encode([
       { type: "tool_call_start", index: 0, id: "call_a", name: "f" },
       { type: "tool_call_delta", index: 0, arguments: '{"a":' },
@@ -128,7 +128,7 @@ describe("anthropic-messages stream encoder (canonical -> Messages SSE, E.9.1)",
     expect(((await finalMessage(sse)).content[0] as Anthropic.ToolUseBlock).input).toEqual({ a: 1 });
   });
 
-  it("derives stop_reason from the blocks emitted: tool_use whatever upstream said, end_turn for a phantom tool finish (F.11)", () => {
+  it("derives stop_reason from the blocks emitted: tool_use whatever upstream said, end_turn for a phantom tool finish", () => {
     const stopOf = (events: StreamEvent[]) => assertMessagesStreamInvariants(encode(events)).at(-2)!.data.delta.stop_reason;
     expect(stopOf([{ type: "tool_call_start", index: 0, id: "c", name: "f" }, { type: "message_end", finishReason: "stop" }])).toBe("tool_use");
     expect(stopOf([{ type: "text_delta", text: "x" }, { type: "message_end", finishReason: "tool_calls" }])).toBe("end_turn");

@@ -3,7 +3,7 @@ import { gemini } from "../../../src/formats/gemini/index.ts";
 import { GatewayError, RateLimitError, UpstreamTimeoutError } from "../../../src/core/errors.ts";
 import { httpStatusOf } from "../../../src/formats/gemini/errors.ts";
 
-describe("gemini errors (D.5)", () => {
+describe("gemini errors", () => {
   it("reads Gemini's message and RPC status from an error body", () => {
     const body = JSON.stringify({ error: { code: 400, message: "Request contains an invalid argument.", status: "INVALID_ARGUMENT" } });
     expect(gemini.readUpstreamError(400, body)).toEqual({ message: "Request contains an invalid argument.", type: "INVALID_ARGUMENT", code: undefined });

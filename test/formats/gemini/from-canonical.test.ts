@@ -46,7 +46,7 @@ describe("gemini fromCanonical", () => {
     ]);
   });
 
-  it("declares tools with sanitised schemas and maps tool_choice to functionCallingConfig (E.4)", () => {
+  it("declares tools with sanitised schemas and maps tool_choice to functionCallingConfig", () => {
     const tools = [
       {
         name: "get_weather",
@@ -159,7 +159,7 @@ describe("gemini fromCanonical", () => {
     expect(() => fromCanonical(orphan, "m")).toThrow(/no matching tool call/);
   });
 
-  it("replays a thought signature only to the model that issued it (D.6, E.10)", () => {
+  it("replays a thought signature only to the model that issued it", () => {
     const signature = issueSignature("gemini-4-carbon");
     const callId = encodeGeminiCallId({ model: "gemini-4-carbon", signature, geminiId: "fc1", seed: "r" });
     const messages: CanonicalMessage[] = [

@@ -46,7 +46,7 @@ describe("gemini decodeResponse", () => {
     expect(decodeResponse(body).content).toEqual(decodeResponse(structuredClone(body)).content);
   });
 
-  it("reports tool_calls for STOP with a function call (pitfall F.10), stop otherwise", () => {
+  it("reports tool_calls for STOP with a function call, stop otherwise", () => {
     expect(decodeResponse(answer([{ functionCall: { name: "f", args: {} } }], "STOP")).finishReason).toBe("tool_calls");
     expect(decodeResponse(answer([{ text: "done" }], "STOP")).finishReason).toBe("stop");
     expect(decodeResponse(answer([{ text: "cut" }], "MAX_TOKENS")).finishReason).toBe("length");
@@ -55,7 +55,7 @@ describe("gemini decodeResponse", () => {
     expect(decodeResponse({ promptFeedback: { blockReason: "PROHIBITED_CONTENT" }, modelVersion: "m" }).finishReason).toBe("content_filter");
   });
 
-  it("normalizes usage once: cache reads inside the prompt, thoughts added to output (E.8, pitfall F.13)", () => {
+  it("normalizes usage once: cache reads inside the prompt, thoughts added to output", () => {
     const usage = {
       promptTokenCount: 1000,
       cachedContentTokenCount: 600,

@@ -12,7 +12,7 @@ function geminiAccepts(parameters: unknown): boolean {
   return true;
 }
 
-describe("gemini schema sanitising (pitfall F.31)", () => {
+describe("gemini schema sanitising", () => {
   it("drops the JSON-schema keywords Gemini rejects, at every depth", () => {
     const schema = {
       $schema: "http://json-schema.org/draft-07/schema#",

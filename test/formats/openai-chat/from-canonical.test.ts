@@ -112,7 +112,7 @@ describe("openai-chat fromCanonical", () => {
     expect(toChatToolId(longId)).toBe(callA.id);
   });
 
-  it("drops reasoning produced by another model (E.10)", () => {
+  it("drops reasoning produced by another model", () => {
     const body = fromCanonical(
       request({
         messages: [

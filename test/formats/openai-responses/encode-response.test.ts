@@ -29,7 +29,8 @@ describe("openai-responses encodeResponse", () => {
       { type: "message", id: expect.stringMatching(/^msg_/), status: "completed", role: "assistant", content: [{ type: "output_text", text: "Running.", annotations: [], logprobs: [] }] },
       { type: "function_call", id: expect.stringMatching(/^fc_/), status: "completed", call_id: "call_9", name: "shell", arguments: '{"command":["ls"]}' },
     ]);
-    // E.8: input_tokens already includes the cached (and written) tokens; nothing is added twice.
+    // docs/wire-formats.md#usage: input_tokens already includes the cached (and written) tokens; nothing is added
+    // twice.
     expect(encoded.usage).toEqual({
       input_tokens: 500,
       input_tokens_details: { cached_tokens: 120, cache_write_tokens: 30 },
@@ -116,7 +117,7 @@ describe("openai-responses history round trip (Codex sends the whole history eve
     expect(JSON.stringify(openaiChat.translation!.fromCanonical(canonical, "deepseek-flash"))).not.toContain("signature");
   });
 
-  it("never forwards OpenAI's encrypted reasoning to another upstream (F.38)", () => {
+  it("never forwards OpenAI's encrypted reasoning to another upstream", () => {
     const body = { ...first, input: [...first.input, { type: "reasoning", id: "rs_1", summary: [], encrypted_content: "gAAAA-openai" }, { role: "user", content: "go on" }] };
     const canonical = translation.toCanonical(body);
     expect(JSON.stringify(openaiChat.translation!.fromCanonical(canonical, "deepseek-flash"))).not.toContain("gAAAA-openai");

@@ -55,10 +55,10 @@ export function sdkFinalResponse(sse: string): Json {
 }
 
 /**
- * Codex's strict parse of a stream (wire reference C.6): response.created first; every item that is added is
- * also done; response.completed carries a string id and, unless usage is null, integer usage with total_tokens and
- * details holding cached_tokens / reasoning_tokens; sequence numbers count up from 0 on every event; the
- * `event:` line matches the type. Returns the done items (what Codex keeps in its history).
+ * Codex's strict parse of a stream (docs/wire-formats.md#what-codex-needs): response.created first; every item that
+ * is added is also done; response.completed carries a string id and, unless usage is null, integer usage with
+ * total_tokens and details holding cached_tokens / reasoning_tokens; sequence numbers count up from 0 on every event;
+ * the `event:` line matches the type. Returns the done items (what Codex keeps in its history).
  */
 export function expectCodexCompatible(events: SseEvent[]): Json[] {
   expect(events[0]!.data.type).toBe("response.created");

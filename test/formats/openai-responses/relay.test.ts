@@ -62,7 +62,7 @@ describe("openai-responses relay (Responses client on an OpenAI Responses upstre
     expect(completed.response.model).toBe("gpt-6-luna");
   });
 
-  it("reports arguments an upstream sends only in the .done events (F.9)", () => {
+  it("reports arguments an upstream sends only in the .done events", () => {
     const frames = [
       { event: "response.created", data: JSON.stringify({ type: "response.created", sequence_number: 0, response: { id: "resp_1", model: "m" } }) },
       { data: JSON.stringify({ type: "response.output_item.added", sequence_number: 1, output_index: 0, item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "f", arguments: "" } }) },
@@ -95,7 +95,7 @@ describe("openai-responses relay (Responses client on an OpenAI Responses upstre
     expect(events.at(-1)).toMatchObject({ type: "error", status: 502 });
   });
 
-  it("reads non-streamed usage without adding the cached tokens twice (E.8)", () => {
+  it("reads non-streamed usage without adding the cached tokens twice", () => {
     const read = openaiResponses.readResponse({ id: "resp_1", usage: { input_tokens: 1000, input_tokens_details: { cached_tokens: 800 }, output_tokens: 50, output_tokens_details: { reasoning_tokens: 30 }, total_tokens: 1050 } });
     expect(read).toEqual({ id: "resp_1", usage: { inputTokens: 1000, cacheReadTokens: 800, cacheWriteTokens: 0, outputTokens: 50, reasoningTokens: 30 } });
   });
@@ -105,7 +105,7 @@ describe("openai-responses relay (Responses client on an OpenAI Responses upstre
     expect(openaiResponses.relayRequestBody(ctx, "gpt-6-luna-0922")).toEqual({ model: "gpt-6-luna-0922", input: "x", store: false, include: ["reasoning.encrypted_content"] });
   });
 
-  it("writes errors after the headers as response.failed with the code Codex branches on (E.12)", () => {
+  it("writes errors after the headers as response.failed with the code Codex branches on", () => {
     const limited = parseSse(openaiResponses.streamErrorFrame(new RateLimitError("too many requests", { headers: { "retry-after": "7" } })))[0]!;
     expect(limited.event).toBe("response.failed");
     expect(limited.data.response.error).toEqual({ code: "rate_limit_exceeded", message: "too many requests. Please try again in 7s." });

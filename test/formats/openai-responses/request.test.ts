@@ -56,7 +56,7 @@ describe("openai-responses decodeRequest", () => {
     expect(decode({ model: "m", input }).uses!.images).toBe(true);
   });
 
-  it("refuses previous_response_id with a clear 400: the gateway is stateless and never drops it silently (F.40)", () => {
+  it("refuses previous_response_id with a clear 400: the gateway is stateless and never drops it silently", () => {
     const error = refusal({ model: "m", input: "next", previous_response_id: "resp_123" });
     expect(error.status).toBe(400);
     expect(error.param).toBe("previous_response_id");

@@ -72,7 +72,7 @@ describe("openai-responses stream encoder", () => {
     expect(items.map((item) => item.type)).toEqual(["message", "function_call", "function_call"]);
     expect(items[1]).toMatchObject({ type: "function_call", id: expect.stringMatching(/^fc_/), call_id: "call_a", name: "shell", arguments: '{"cmd":"ls"}', status: "completed" });
     expect(items[2]).toMatchObject({ call_id: "call_b", arguments: '{"cmd":"pwd"}', status: "completed" });
-    // A response that ends in tool calls is completed (there is no requires_action: F.39).
+    // A response that ends in tool calls is completed (there is no requires_action).
     expect(events.at(-1)!.data.response.status).toBe("completed");
     const argumentDone = events.filter((e) => e.data.type === "response.function_call_arguments.done").map((e) => e.data.arguments);
     expect(argumentDone.sort()).toEqual(['{"cmd":"ls"}', '{"cmd":"pwd"}']);
@@ -80,7 +80,7 @@ describe("openai-responses stream encoder", () => {
     expect(final.output.map((item: Json) => item.arguments ?? null)).toEqual([null, '{"cmd":"ls"}', '{"cmd":"pwd"}']);
   });
 
-  it("answers a custom (freeform) tool with a custom_tool_call item carrying the raw, unwrapped input (F.37)", () => {
+  it("answers a custom (freeform) tool with a custom_tool_call item carrying the raw, unwrapped input", () => {
     const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
     const body = { model: "m", input: "x", tools: [{ type: "custom", name: "apply_patch", format: { type: "grammar", syntax: "lark", definition: "start: x" } }] };
     const wrapped = JSON.stringify({ input: patch });

@@ -8,7 +8,10 @@ const toCanonical = (body: Json) => {
   return openaiResponses.translation!.toCanonical(body);
 };
 
-/** A Codex turn as it goes on the wire (C.6): full history, tool loop, reasoning with encrypted content. */
+/**
+ * A Codex turn as it goes on the wire (docs/wire-formats.md#what-codex-needs): full history, tool loop, reasoning
+ * with encrypted content.
+ */
 const CODEX_TURN: Json = {
   model: "deepseek-flash",
   instructions: "You are Codex, a coding agent.",

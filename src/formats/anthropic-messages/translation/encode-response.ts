@@ -10,7 +10,10 @@ export function messageIdFor(ctx: GatewayContext): string {
   return "msg_" + ctx.requestId.replace(/^gen-/, "");
 }
 
-/** stop_reason from what was emitted (E.7): any tool_use block means tool_use, a tool finish without one is end_turn (F.11). */
+/**
+ * stop_reason from what was emitted (docs/wire-formats.md#finish-reasons): any tool_use block means tool_use, a tool
+ * finish without one is end_turn.
+ */
 export function stopReasonFor(finish: FinishReason | undefined, sawTool: boolean): string {
   if (sawTool) return "tool_use";
   if (finish === "length") return "max_tokens";
@@ -19,9 +22,10 @@ export function stopReasonFor(finish: FinishReason | undefined, sawTool: boolean
 }
 
 /**
- * How reasoning reaches a Messages client (E.10): a thinking block. Anthropic's own signature goes as it
- * came; reasoning from elsewhere, signed or not, gets a gateway envelope recording its origin (signature.ts),
- * never a fabricated Anthropic signature. Redacted thinking exists only for Anthropic.
+ * How reasoning reaches a Messages client (docs/wire-formats.md#reasoning-and-signatures): a thinking block.
+ * Anthropic's own signature goes as it came; reasoning from elsewhere, signed or not, gets a gateway envelope
+ * recording its origin (signature.ts), never a fabricated Anthropic signature. Redacted thinking exists only for
+ * Anthropic.
  */
 export function reasoningBlock(part: {
   text: string;

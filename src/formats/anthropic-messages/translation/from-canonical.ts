@@ -6,7 +6,7 @@ export const DEFAULT_MAX_TOKENS = 8192;
 /** Anthropic's smallest thinking budget. */
 export const MIN_THINKING_BUDGET = 1024;
 
-/** A common effort -> thinking budget heuristic (E.6). */
+/** A common effort -> thinking budget heuristic (docs/wire-formats.md#sampling-and-limits). */
 const EFFORT_BUDGET: Record<string, number> = {
   minimal: 1024,
   low: 4096,
@@ -42,7 +42,8 @@ export function canonicalToMessages(request: CanonicalChatRequest, upstreamModel
     if (choice) body.tool_choice = choice;
   }
 
-  // Thinking takes no temperature or top_k, and top_p only from 0.95 (Anthropic); new models refuse temperature with top_p (F.24).
+  // Thinking takes no temperature or top_k, and top_p only from 0.95 (Anthropic); new models refuse temperature with
+  // top_p (docs/wire-formats.md#anthropic-messages).
   if (request.temperature !== undefined && !thinking) body.temperature = Math.min(1, Math.max(0, request.temperature));
   if (request.topP !== undefined && body.temperature === undefined && (!thinking || request.topP >= 0.95)) body.top_p = request.topP;
   if (request.topK !== undefined && !thinking) body.top_k = request.topK;
@@ -73,7 +74,7 @@ export function fitThinkingBudget(body: Record<string, unknown>): void {
   else if (budget !== thinking.budget_tokens) body.thinking = { ...thinking, budget_tokens: budget };
 }
 
-/** E.4; forced tool use is not allowed with thinking (B.4): it becomes auto. */
+/** docs/wire-formats.md#tools-and-tool-choice; forced tool use is not allowed with thinking: it becomes auto. */
 function toolChoice(choice: CanonicalToolChoice | undefined, parallel: boolean | undefined, thinking: boolean): Record<string, unknown> | undefined {
   let mapped: Record<string, unknown> | undefined;
   switch (choice?.type) {

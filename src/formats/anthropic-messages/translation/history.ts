@@ -12,8 +12,8 @@ export interface AnthropicMessage {
 const MISSING_RESULT = "No result was provided for this tool call.";
 
 /**
- * Canonical messages as Anthropic messages: never an empty text block (F.19), thinking only when it was
- * signed by Anthropic for this very model (F.27), consecutive turns of one role merged.
+ * Canonical messages as Anthropic messages: never an empty text block (docs/wire-formats.md#anthropic-messages),
+ * thinking only when it was signed by Anthropic for this very model, consecutive turns of one role merged.
  */
 export function toAnthropicMessages(messages: CanonicalMessage[], upstreamModel: string): AnthropicMessage[] {
   const out: AnthropicMessage[] = [];
@@ -78,9 +78,9 @@ export function parseArguments(text: string): Record<string, unknown> {
 }
 
 /**
- * Enforces Anthropic's pairing rules (B.3, F.20): every tool_use is answered by a tool_result in the next
- * user message, tool_results come first there, and a result for a call that is not in the previous turn
- * becomes text instead of a 400.
+ * Enforces Anthropic's pairing rules (docs/wire-formats.md#anthropic-messages): every tool_use is answered by a
+ * tool_result in the next user message, tool_results come first there, and a result for a call that is not in the
+ * previous turn becomes text instead of a 400.
  */
 export function repairHistory(messages: AnthropicMessage[]): AnthropicMessage[] {
   for (let index = 0; index < messages.length; index++) {
@@ -118,7 +118,7 @@ function orphanAsText(block: Block): Block {
 }
 
 /**
- * With thinking on, the assistant turn that a tool result answers must start with a thinking block (F.28).
+ * With thinking on, the assistant turn that a tool result answers must start with a thinking block.
  * History from another model has none (foreign thinking is dropped): such a request must go without thinking.
  */
 export function thinkingWouldBeRejected(messages: readonly { role?: unknown; content?: unknown }[]): boolean {

@@ -20,8 +20,8 @@ interface ToolCall {
 }
 
 /**
- * Canonical events -> Anthropic SSE (E.9.1): message_start (with an input estimate, F.15) and ping first;
- * blocks numbered 0,1,2… in start order, each a start, its deltas and a stop, never overlapping and never
+ * Canonical events -> Anthropic SSE (docs/wire-formats.md#streams): message_start (with an input estimate) and ping
+ * first; blocks numbered 0,1,2… in start order, each a start, its deltas and a stop, never overlapping and never
  * an empty text block; exactly one message_delta (stop_reason from the blocks emitted, full usage), then
  * message_stop. Reasoning streams live in a thinking block closed by a signature_delta: a gateway envelope
  * of its origin and of the upstream's own signature, if any (see signature.ts). The first tool call streams

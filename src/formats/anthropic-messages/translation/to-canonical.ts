@@ -21,7 +21,7 @@ export function messagesToCanonical(body: Record<string, unknown>): CanonicalCha
   if (topSystem) systemParts.push(topSystem);
   request.messages.forEach((message, index) => {
     if (message.role === "system") {
-      // A mid-conversation system message: hoisted after the system prompt, in order (E.1), as for Chat.
+      // A mid-conversation system message: hoisted after the system prompt, in order, as for Chat.
       const text = systemText(message.content as MessagesRequest["system"]);
       if (text) systemParts.push(text);
     } else messages.push(toMessage(message as UserOrAssistant, index, request.model));
@@ -56,7 +56,10 @@ export function messagesToCanonical(body: Record<string, unknown>): CanonicalCha
 
 type UserOrAssistant = MessagesRequest["messages"][number] & { role: "user" | "assistant" };
 
-/** System text blocks (of the system prompt or of a system message), joined in order (E.1). */
+/**
+ * System text blocks (of the system prompt or of a system message), joined in order
+ * (docs/wire-formats.md#roles-and-system-prompt).
+ */
 function systemText(system: MessagesRequest["system"]): string | undefined {
   if (system === undefined) return undefined;
   if (typeof system === "string") return system || undefined;

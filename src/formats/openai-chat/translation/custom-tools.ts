@@ -1,6 +1,7 @@
 /**
  * Chat `custom` (freeform) tools have no canonical equivalent: they travel as a function taking
- * `{input: string}` (wire reference E.3) and are unwrapped again for a client that declared them.
+ * `{input: string}` (docs/wire-formats.md#tools-and-tool-choice) and are unwrapped again for a client that declared
+ * them.
  */
 export function customToolParameters(): Record<string, unknown> {
   return { type: "object", properties: { input: { type: "string" } }, required: ["input"] };

@@ -9,8 +9,8 @@ const FROM_CHAT: Record<string, FinishReason> = {
 };
 
 /**
- * The finish reason derived from what was emitted (wire reference E.7): tool_calls whenever a tool call
- * was assembled, whatever the upstream said, and never tool_calls without one.
+ * The finish reason derived from what was emitted (docs/wire-formats.md#finish-reasons): tool_calls whenever a tool
+ * call was assembled, whatever the upstream said, and never tool_calls without one.
  */
 export function settleFinish(reason: FinishReason, sawToolCall: boolean): FinishReason {
   if (sawToolCall) return "tool_calls";

@@ -49,8 +49,8 @@ export function chatFromCanonical(request: CanonicalChatRequest, upstreamModel: 
 
 /**
  * One assistant message: text joined, tool calls with valid ids, and reasoning text (never signatures)
- * as reasoning_content, only for the model that produced it (E.10: DeepSeek-style upstreams need it
- * back in tool loops; any other model gets no foreign reasoning).
+ * as reasoning_content, only for the model that produced it (docs/wire-formats.md#reasoning-and-signatures:
+ * DeepSeek-style upstreams need it back in tool loops; any other model gets no foreign reasoning).
  */
 function pushAssistant(message: CanonicalMessage, out: Json[], upstreamModel: string): void {
   let text = "";
@@ -109,7 +109,7 @@ function toolChoice(choice: CanonicalToolChoice): unknown {
   return choice.type === "tool" ? { type: "function", function: { name: choice.name } } : choice.type;
 }
 
-/** A thinking budget as an effort (heuristic of wire reference E.6). */
+/** A thinking budget as an effort (heuristic of docs/wire-formats.md#sampling-and-limits). */
 function effortForBudget(budget: number | undefined): string | undefined {
   if (budget === undefined || budget <= 0) return undefined;
   if (budget <= 4096) return "low";

@@ -88,7 +88,7 @@ function chatToolCall(part: Extract<CanonicalPart, { type: "tool_call" }>, custo
 }
 
 
-/** Canonical usage in chat's shape (wire reference E.8): prompt_tokens already holds the cache tokens. */
+/** Canonical usage in chat's shape (docs/wire-formats.md#usage): prompt_tokens already holds the cache tokens. */
 export function chatUsage(usage: Usage): Json {
   return {
     prompt_tokens: usage.inputTokens,

@@ -13,11 +13,12 @@ interface ToolCallState {
 }
 
 /**
- * Chat chunks from an upstream -> canonical events (wire reference A.6, E.9.1). Tool calls are keyed by
- * `index` (falling back to the id, then to the current call) and renumbered 0.. in start order, so
- * upstreams that interleave calls or reuse an index with a new id still give one call each. The finish is
- * held until the usage chunk, `[DONE]` or the end of the stream, so usage comes before `message_end`.
- * A stream that ends before any finish_reason (or `[DONE]`) was cut: it ends with an error, never a made-up finish.
+ * Chat chunks from an upstream -> canonical events (docs/wire-formats.md#openai-chat-completions,
+ * docs/wire-formats.md#streams). Tool calls are keyed by `index` (falling back to the id, then to the current call)
+ * and renumbered 0.. in start order, so upstreams that interleave calls or reuse an index with a new id still give
+ * one call each. The finish is held until the usage chunk, `[DONE]` or the end of the stream, so usage comes before
+ * `message_end`. A stream that ends before any finish_reason (or `[DONE]`) was cut: it ends with an error, never a
+ * made-up finish.
  */
 export function createChatStreamDecoder(): StreamDecoder {
   let started = false;

@@ -10,9 +10,9 @@ type Json = Record<string, unknown>;
 const DONE = "data: [DONE]\n\n";
 
 /**
- * Canonical events -> chat chunks for a chat client (wire reference A.6, E.9.2): the role chunk first,
- * tool calls numbered 0.. in start order, one finish chunk, the usage chunk (`choices: []`) just before
- * `[DONE]` when the client asked for it, and no `[DONE]` after an error.
+ * Canonical events -> chat chunks for a chat client (docs/wire-formats.md#openai-chat-completions,
+ * docs/wire-formats.md#streams): the role chunk first, tool calls numbered 0.. in start order, one finish chunk, the
+ * usage chunk (`choices: []`) just before `[DONE]` when the client asked for it, and no `[DONE]` after an error.
  */
 export function createChatStreamEncoder(ctx: GatewayContext): StreamEncoder {
   const model = ctx.request.model;

@@ -14,7 +14,10 @@ import { chatMessageText, parseImageUrl } from "./content.ts";
 
 type Json = Record<string, any>;
 
-/** A chat-completions client body in canonical form (wire reference E.1). Throws InvalidRequestError naming the field. */
+/**
+ * A chat-completions client body in canonical form (docs/wire-formats.md#roles-and-system-prompt). Throws
+ * InvalidRequestError naming the field.
+ */
 export function chatToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
   const request = body as Json;
   const model = String(request.model ?? "");

@@ -7,8 +7,8 @@ import { messageItem, reasoningItem, responseIds, responseObject, statusFor, too
 type Json = Record<string, any>;
 
 /**
- * A canonical answer as a Responses object (C.3): each reasoning part a `reasoning` item, each run of
- * text a `message` item, each tool call a `function_call` (or `custom_tool_call`) item, in order.
+ * A canonical answer as a Responses object (docs/wire-formats.md#openai-responses): each reasoning part a `reasoning`
+ * item, each run of text a `message` item, each tool call a `function_call` (or `custom_tool_call`) item, in order.
  */
 export function encodeResponsesResponse(response: CanonicalResponse, ctx: GatewayContext): unknown {
   const ids = responseIds(ctx);
@@ -34,7 +34,7 @@ export function encodeResponsesResponse(response: CanonicalResponse, ctx: Gatewa
     }
   }
   flushText();
-  // Tool calls end a completed response (Responses has no tool stop reason, no requires_action: F.39).
+  // Tool calls end a completed response (Responses has no tool stop reason, no requires_action).
   const { status, incomplete_details } = statusFor(response.finishReason);
   const error = status === "failed" ? { code: "server_error", message: "the upstream model stopped with an error" } : null;
   return responseObject(ctx, ids, Math.floor(Date.now() / 1000), { status, output, usage: response.usage ?? ctx.usage, error, incomplete_details });

@@ -17,7 +17,10 @@ export function responseIds(ctx: GatewayContext): ResponseIds {
   return { response: `resp_${hex}`, item: (prefix, outputIndex) => `${prefix}_${hex}_${outputIndex}` };
 }
 
-/** The Responses status of a canonical finish (E.7): length and content filter are incomplete, not failed. */
+/**
+ * The Responses status of a canonical finish (docs/wire-formats.md#finish-reasons): length and content filter are
+ * incomplete, not failed.
+ */
 export function statusFor(finish: FinishReason): { status: string; incomplete_details: Json | null } {
   if (finish === "length") return { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } };
   if (finish === "content_filter") return { status: "incomplete", incomplete_details: { reason: "content_filter" } };
@@ -26,7 +29,7 @@ export function statusFor(finish: FinishReason): { status: string; incomplete_de
 }
 
 /**
- * The response object (C.3) for a Responses client: its own request settings echoed, the model as the
+ * The response object for a Responses client: its own request settings echoed, the model as the
  * client named it. `usage` is null until known (in_progress events).
  */
 export function responseObject(
@@ -79,7 +82,8 @@ export function reasoningItem(id: string, summary: string, encrypted?: string): 
 
 /**
  * A tool call item in the shape the client declared: a `custom_tool_call` with the raw input for a
- * custom (freeform) tool (Codex's apply_patch fails on anything else: F.37), a `function_call` otherwise.
+ * custom (freeform) tool (Codex's apply_patch fails on anything else: docs/wire-formats.md#what-codex-needs), a
+ * `function_call` otherwise.
  */
 export function toolCallItem(
   id: { fc: string; ctc: string },

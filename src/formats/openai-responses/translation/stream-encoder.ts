@@ -29,7 +29,7 @@ interface ToolState {
 }
 
 /**
- * Canonical events -> Responses stream events (wire reference E.9.3, what Codex needs in C.6):
+ * Canonical events -> Responses stream events (docs/wire-formats.md#streams, docs/wire-formats.md#what-codex-needs):
  * response.created and response.in_progress first; every output item opened with output_item.added and
  * closed with output_item.done (Codex only keeps done items); a sequence_number on every event; the
  * terminal response.completed / response.incomplete carries the whole output and the usage (with

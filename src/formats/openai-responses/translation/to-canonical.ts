@@ -8,7 +8,7 @@ type Json = Record<string, any>;
 const DATA_URL = /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/s;
 
 /**
- * A Responses body in canonical form (wire reference E.11). `instructions` and system/developer
+ * A Responses body in canonical form (docs/wire-formats.md#responses-requests). `instructions` and system/developer
  * messages are hoisted into `system`, in order. Consecutive assistant-side items (reasoning, assistant
  * messages, function and custom tool calls) form one assistant message; consecutive tool outputs one
  * user message of tool results. Encrypted reasoning keeps its origin, so only its issuer gets it back.

@@ -13,7 +13,10 @@ export interface GeminiUpstream {
   apiKey: string | undefined;
 }
 
-/** The generateContent URL of a model: `:streamGenerateContent?alt=sse` for streams (wire reference D.1). */
+/**
+ * The generateContent URL of a model: `:streamGenerateContent?alt=sse` for streams
+ * (https://ai.google.dev/api/generate-content).
+ */
 export function geminiUrl(baseUrl: string, upstreamModel: string, stream: boolean): string {
   const model = encodeURIComponent(upstreamModel.replace(/^models\//, ""));
   const base = `${baseUrl.replace(/\/+$/, "")}/v1beta/models/${model}`;
