@@ -107,6 +107,12 @@ export interface RequestPage {
   beforeId?: string;
 }
 
+/** A page of accounts, newest first, optionally only those whose name or id contains `q`. */
+export interface AccountQuery extends RequestPage {
+  /** A substring of the name or the id, A-Z matched case-insensitively and every other character exactly (both stores alike). */
+  q?: string;
+}
+
 /** Counters of the usage report (cost in nano-USD). */
 export interface UsageCounters {
   cost: NanoUsd;
@@ -169,12 +175,16 @@ export interface Repository {
   /** Idempotent on `reference`; a reference reused for another account or amount throws ConflictError. */
   addCredit(credit: CreditInput): Promise<CreditResult>;
   accountTotals(accountId: string): Promise<AccountTotals>;
+  /** Newest first, in (created_at, id) order; the cursor and the search combine. */
+  listAccounts(query: AccountQuery): Promise<Account[]>;
 
   createKey(key: NewApiKey): Promise<ApiKey>;
   findKeyByHash(keyHash: string): Promise<ApiKey | null>;
   getKey(id: string): Promise<ApiKey | null>;
   /** Marks the key deleted; returns it (null when unknown or already deleted). */
   deleteKey(id: string): Promise<ApiKey | null>;
+  /** The account's keys, deleted ones included, newest first in (created_at, id) order. */
+  listKeys(accountId: string, page: RequestPage): Promise<ApiKey[]>;
   /** Total spend of a key, nano-USD. */
   keyUsage(keyId: string): Promise<NanoUsd>;
 

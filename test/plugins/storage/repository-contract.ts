@@ -9,6 +9,7 @@ import {
 import type { Logger } from "../../../src/core/log.ts";
 import type { Funds, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
 import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
+import { listingContract } from "./listing-contract.ts";
 
 /**
  * The storage contract, run against every implementation of `Repository` (SQLite, Postgres). Each
@@ -103,6 +104,8 @@ export function repositoryContract(harness: ContractHarness): void {
     if (funds.key !== null && funds.key < amount) throw new KeyBudgetExceededError("not enough key budget");
     return amount;
   };
+
+  listingContract(harness.name, async () => (await fresh()).open());
 
   describe(`storage repository contract (${harness.name})`, () => {
     it("credits an account once per reference and refuses a reference reused differently", async () => {

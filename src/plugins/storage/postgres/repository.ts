@@ -19,6 +19,7 @@ import { createMeteringWriter } from "./metering-writer.ts";
 import { openPostgres, type OpenPostgresOptions } from "./open.ts";
 import { createOverlayReads } from "./overlay.ts";
 import { createPostgresPlans } from "./plans.ts";
+import { createPostgresListing } from "./listing.ts";
 import { createPostgresReservations } from "./reservations.ts";
 import { accounts, apiKeys, settings } from "./schema.ts";
 import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
@@ -49,6 +50,7 @@ export async function createPostgresRepository(url: string, options: PostgresRep
   const reservations = createPostgresReservations(client, pending);
   const plans = createPostgresPlans(client, pending);
   const reads = createOverlayReads(client, db, pending);
+  const listing = createPostgresListing(db);
   const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
   let closed = false;
 
@@ -130,6 +132,8 @@ export async function createPostgresRepository(url: string, options: PostgresRep
 
     accountTotals: (accountId) => guard(() => reads.totalsOf(accountId)),
 
+    listAccounts: (query) => guard(() => listing.listAccounts(query)),
+
     createKey: (key: NewApiKey) =>
       guard(async () => {
         assertOpen();
@@ -182,6 +186,7 @@ export async function createPostgresRepository(url: string, options: PostgresRep
         return row === undefined ? null : toApiKey(row);
       }),
 
+    listKeys: (accountId, page) => guard(() => listing.listKeys(accountId, page)),
     keyUsage: (keyId) => guard(() => reads.keyUsage(keyId)),
 
     recordGeneration(generation) {

@@ -23,6 +23,7 @@ import { createSqliteReservations, type HoldsMode } from "./reservations.ts";
 import { lockForHolds } from "./process-lock.ts";
 import { startCheckpointer } from "./checkpointer.ts";
 import { createSqlitePlans } from "./plans.ts";
+import { createSqliteListing } from "./listing.ts";
 import { PendingGenerations, withPendingUsage } from "./pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
 import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
@@ -124,6 +125,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const usageOfKey = usageQuery("key");
 
   const reservations = createSqliteReservations(client, pending, holds);
+  const listing = createSqliteListing(db);
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
   let closed = false;
   function writeBatch(batch: readonly Generation[]): void {
@@ -218,6 +220,10 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       return totalsOf(accountId);
     },
 
+    async listAccounts(query) {
+      return listing.listAccounts(query);
+    },
+
     async createKey(key: NewApiKey) {
       assertOpen();
       const account = db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, key.accountId)).get();
@@ -266,6 +272,10 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
         .returning()
         .get();
       return row === undefined ? null : toApiKey(row);
+    },
+
+    async listKeys(accountId, page) {
+      return listing.listKeys(accountId, page);
     },
 
     async keyUsage(keyId) {
