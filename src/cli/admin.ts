@@ -7,11 +7,16 @@ import { parseArgs } from "node:util";
 const USAGE = `usage: npm run admin -- <command>
 
   account create <name>
+  account list [--limit N] [--before CURSOR] [--q TEXT]
   account show <account_id>
-  credit <account_id> <amount_usd> <card|usdt|bonus|voucher|promotional> [reference]
+  credit <account_id> <amount_usd> <card|usdt|bonus|voucher|promotional> <reference>
   key create <account_id> <name> [--limit USD] [--models id,id] [--rpm N] [--tpm N] [--expires 2030-01-31T12:00:00Z | 2030-01-31]
+  key list <account_id> [--limit N] [--before CURSOR]
   key delete <key_id>
   requests <account_id> [--limit N] [--before CURSOR]
+
+  A credit's reference is its idempotency key (a payment id, an invoice number): the same reference
+  credits once, so running the same command again is safe. Lists print next_before: pass it as --before.
 
 environment: GATEWAY_URL (default http://127.0.0.1:3000), GATEWAY_ADMIN_TOKEN (required)`;
 
@@ -25,6 +30,7 @@ const { values, positionals } = parseArgs({
     tpm: { type: "string" },
     expires: { type: "string" },
     before: { type: "string" },
+    q: { type: "string" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -49,6 +55,16 @@ async function call(method: string, path: string, body?: unknown): Promise<void>
   if (!response.ok) process.exit(1);
 }
 
+/** `?limit=…&before=…&q=…` of the options given (the gateway checks them). */
+function listQuery(names: readonly ("limit" | "before" | "q")[]): string {
+  const query = new URLSearchParams();
+  for (const name of names) {
+    const value = values[name];
+    if (value !== undefined) query.set(name, value);
+  }
+  return query.size ? "?" + query : "";
+}
+
 function numberOption(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const parsed = Number(value);
@@ -64,18 +80,25 @@ switch (`${command} ${command === "credit" || command === "requests" ? "" : sub 
     if (!rest[0]) fail(USAGE);
     await call("POST", "/admin/v1/accounts", { name: rest.join(" ") });
     break;
+  case "account list":
+    if (rest.length > 0) fail(USAGE);
+    await call("GET", "/admin/v1/accounts" + listQuery(["limit", "before", "q"]));
+    break;
   case "account show":
     if (!rest[0]) fail(USAGE);
     await call("GET", `/admin/v1/accounts/${encodeURIComponent(rest[0])}`);
     break;
   case "credit": {
-    const [amount, kind, reference] = rest;
-    if (!sub || !amount || !kind) fail(USAGE);
-    await call("POST", `/admin/v1/accounts/${encodeURIComponent(sub)}/credits`, {
-      amount,
-      kind,
-      reference: reference ?? `cli-${crypto.randomUUID()}`,
-    });
+    const [amount, kind, reference, ...extra] = rest;
+    if (!sub || !amount || !kind || extra.length > 0) fail(USAGE);
+    // No made-up reference: a retry after a timeout would then credit twice.
+    if (!reference) {
+      fail(
+        "credit needs a <reference>: the credit's idempotency key (a payment id, an invoice number). The same reference credits once, so a retry is safe.\n" +
+          `  e.g. npm run admin -- credit ${sub} ${amount} ${kind} invoice-2030-0042\n\n${USAGE}`,
+      );
+    }
+    await call("POST", `/admin/v1/accounts/${encodeURIComponent(sub)}/credits`, { amount, kind, reference });
     break;
   }
   case "key create": {
@@ -92,16 +115,17 @@ switch (`${command} ${command === "credit" || command === "requests" ? "" : sub 
     });
     break;
   }
+  case "key list":
+    if (!rest[0] || rest.length > 1) fail(USAGE);
+    await call("GET", `/admin/v1/accounts/${encodeURIComponent(rest[0])}/keys` + listQuery(["limit", "before"]));
+    break;
   case "key delete":
     if (!rest[0]) fail(USAGE);
     await call("DELETE", `/admin/v1/keys/${encodeURIComponent(rest[0])}`);
     break;
   case "requests": {
     if (!sub) fail(USAGE);
-    const query = new URLSearchParams();
-    if (values.limit) query.set("limit", values.limit);
-    if (values.before) query.set("before", values.before);
-    await call("GET", `/admin/v1/accounts/${encodeURIComponent(sub)}/requests${query.size ? "?" + query : ""}`);
+    await call("GET", `/admin/v1/accounts/${encodeURIComponent(sub)}/requests` + listQuery(["limit", "before"]));
     break;
   }
   default:

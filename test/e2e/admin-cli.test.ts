@@ -117,13 +117,45 @@ describe("npm run admin", () => {
     expect(wrongToken.exitCode).toBe(1);
     expect(wrongToken.json.error.type).toBe("authentication_error");
 
-    const belowMinimum = await cli(["credit", (await t.admin("POST", "/admin/v1/accounts", { name: "m" })).body.data.id, "4", "card"]);
+    const belowMinimum = await cli(["credit", (await t.admin("POST", "/admin/v1/accounts", { name: "m" })).body.data.id, "4", "card", "inv-4"]);
     expect(belowMinimum.exitCode).toBe(1);
     expect(belowMinimum.json.error.code).toBe("invalid_request");
   });
 
+  it("refuses a credit without a reference (exit 2 naming it) and credits nothing: a retry must not credit twice", async () => {
+    const accountId = (await t.admin("POST", "/admin/v1/accounts", { name: "no reference" })).body.data.id;
+    const result = await cli(["credit", accountId, "6", "card"]);
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toContain("<reference>");
+    expect(result.stderr).toContain("idempotency");
+    expect((await t.admin("GET", `/admin/v1/accounts/${accountId}`)).body.data.balance).toBe(0);
+  });
+
+  it("lists accounts (newest first, searched, paged) and an account's keys without their secrets", async () => {
+    const tag = "cli-list-" + crypto.randomUUID().slice(0, 8);
+    const first = (await cli(["account", "create", tag, "one"])).json.data.id;
+    const second = (await cli(["account", "create", tag, "two"])).json.data.id;
+    const listed = await cli(["account", "list", "--q", tag.toUpperCase(), "--limit", "1"]);
+    expect(listed.exitCode).toBe(0);
+    expect(listed.json.data).toHaveLength(1);
+    expect(listed.json.has_more).toBe(true);
+    const rest = await cli(["account", "list", "--q", tag, "--before", listed.json.next_before]);
+    expect(new Set([listed.json.data[0].id, ...rest.json.data.map((a: { id: string }) => a.id)])).toEqual(new Set([first, second]));
+    expect(rest.json.has_more).toBe(false);
+
+    const created = (await cli(["key", "create", first, "laptop"])).json.data;
+    const keys = await cli(["key", "list", first]);
+    expect(keys.exitCode).toBe(0);
+    expect(keys.json.data).toEqual([expect.objectContaining({ id: created.id, name: "laptop", label: created.label, deleted_at: null })]);
+    expect(keys.stdout).not.toContain(created.key);
+
+    const badLimit = await cli(["account", "list", "--limit", "500"]);
+    expect(badLimit.exitCode).toBe(1);
+    expect(badLimit.json.error.param).toBe("limit");
+  });
+
   it("exits 2 with the usage on a bad command line", async () => {
-    for (const args of [[], ["frobnicate"], ["account", "create"], ["key", "create", "acct_x"], ["--help"]]) {
+    for (const args of [[], ["frobnicate"], ["account", "create"], ["key", "create", "acct_x"], ["key", "list"], ["account", "list", "extra"], ["--help"]]) {
       const result = await cli(args);
       expect({ args, exitCode: result.exitCode }).toEqual({ args, exitCode: 2 });
       expect(result.stderr).toContain("usage:");

@@ -3,16 +3,29 @@ import { definePlugin } from "../../core/plugin.ts";
 import { pathOf } from "../../core/app.ts";
 import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse, type GatewayError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
-import type { ApiKey, Generation } from "../storage/repository.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
-import { CreateAccountBody, CreateKeyBody, CreditBody, ID_ERROR, ID_PATTERN, IdParams, MAX_AMOUNT_USD, RequestsQuery } from "./schema.ts";
+import { createAudit, type AnsweredCall } from "./audit.ts";
+import { listPage, listParams, parseListCursor, parseListLimit, parseSearch, type ListCursor } from "./list-query.ts";
+import {
+  AccountsQuery,
+  CreateAccountBody,
+  CreateKeyBody,
+  CreditBody,
+  ID_ERROR,
+  ID_PATTERN,
+  IdParams,
+  KeysQuery,
+  MAX_AMOUNT_USD,
+  RequestsQuery,
+} from "./schema.ts";
 import { parseTimestamp } from "./timestamp.ts";
 import { adminTokenHash, adminTokenMatches } from "./token.ts";
+import { accountView, iso, keyView, listedKeyView, requestRow } from "./views.ts";
 
 /** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
 const MINIMUM_TOP_UP_USD: Partial<Record<string, number>> = { card: 5, usdt: 12 };
 
-/** Operator API under /admin/v1: accounts, credits, keys, request logs. Bearer $GATEWAY_ADMIN_TOKEN. */
+/** Operator API under /admin/v1: accounts, credits, keys, request logs; one audit line per call. Bearer $GATEWAY_ADMIN_TOKEN. */
 export default definePlugin({
   name: "admin",
   requires: ["storage", "auth"],
@@ -25,6 +38,7 @@ export default definePlugin({
     const auth = host.service("auth");
     const catalog = host.has("catalog") ? host.service("catalog") : undefined;
     const tokenHash = await adminTokenHash(config.admin_token, store, host.log);
+    const audit = createAudit(host.log, tokenHash);
 
     function requireAdmin(request: Request) {
       if (!adminTokenMatches(request.headers.get("authorization"), tokenHash)) {
@@ -38,6 +52,15 @@ export default definePlugin({
       return account;
     }
 
+    /** The store's cursor for a list's `before`: a row's id becomes its (created_at, id); `find` looks the row up. */
+    async function pageStart(cursor: ListCursor | undefined, find: (id: string) => Promise<{ id: string; createdAt: number } | null>, rows: string) {
+      if (cursor === undefined) return {};
+      if ("before" in cursor) return { before: cursor.before };
+      const row = await find(cursor.id);
+      if (!row) throw new InvalidRequestError(`before is not the id of ${rows}`, { param: "before" });
+      return { before: row.createdAt, beforeId: row.id };
+    }
+
     return {
       routes(app) {
         const detail = (summary: string) => ({ detail: { summary, tags: ["admin"] } });
@@ -47,21 +70,44 @@ export default definePlugin({
         app.onRequest(function requireAdminToken({ request }) {
           const path = pathOf(request);
           if (!path.startsWith("/admin/")) return;
+          let authenticated = false;
           try {
             requireAdmin(request);
+            authenticated = true;
             checkPathId(path);
           } catch (error) {
-            return errorResponse(error as GatewayError);
+            const answer = errorResponse(error as GatewayError);
+            audit.refused(request, answer.status, authenticated);
+            return answer;
           }
         });
+        // Every routed /admin/ call's audit line, this plugin's routes and later plugins' (budget's) alike.
+        app.mapResponse(function auditAdminCall(context) {
+          audit.answered(context as unknown as AnsweredCall);
+        });
         app
+          .get(
+            "/admin/v1/accounts",
+            async ({ request }) => {
+              requireAdmin(request);
+              const query = listParams(request, ["limit", "before", "q"]);
+              const limit = parseListLimit(query.get("limit"));
+              const q = parseSearch(query.get("q"));
+              const cursor = parseListCursor(query.get("before"), "an account");
+              const start = await pageStart(cursor, (id) => store.getAccount(id), "an account");
+              const rows = await store.listAccounts({ limit: limit + 1, q, ...start });
+              return listPage(rows, limit, accountView);
+            },
+            { query: AccountsQuery, ...detail("Accounts, newest first; q searches names and ids") },
+          )
           .post(
             "/admin/v1/accounts",
             async ({ request, body, set }) => {
               requireAdmin(request);
               const account = await store.createAccount(body.name);
+              audit.note(request, { account_id: account.id });
               set.status = 201;
-              return { data: { id: account.id, name: account.name, created_at: iso(account.createdAt) } };
+              return { data: accountView(account) };
             },
             { body: CreateAccountBody, ...detail("Create an account") },
           )
@@ -89,6 +135,7 @@ export default definePlugin({
             "/admin/v1/accounts/:id/credits",
             async ({ request, params, body, set }) => {
               requireAdmin(request);
+              audit.note(request, { reference: body.reference });
               await existingAccount(params.id);
               const amount = parseAmount(body.amount);
               const minimum = MINIMUM_TOP_UP_USD[body.kind];
@@ -96,6 +143,7 @@ export default definePlugin({
                 throw new InvalidRequestError(`the minimum ${body.kind} top-up is ${minimum} USD`, { param: "amount" });
               }
               const result = await store.addCredit({ accountId: params.id, amount, kind: body.kind, reference: body.reference });
+              audit.note(request, { entry_id: result.entryId });
               set.status = 201;
               return { data: { entry_id: result.entryId, balance: nanoToUsd(result.balance), duplicate: result.duplicate } };
             },
@@ -127,10 +175,29 @@ export default definePlugin({
                 tokensPerMinute: body.rate_limit?.tokens_per_minute ?? null,
                 expiresAt,
               });
+              audit.note(request, { key_id: key.id });
               set.status = 201;
               return { data: { ...keyView(key), key: secret } };
             },
             { params: IdParams, body: CreateKeyBody, ...detail("Create an API key (the full key is shown only in this answer)") },
+          )
+          .get(
+            "/admin/v1/accounts/:id/keys",
+            async ({ request, params }) => {
+              requireAdmin(request);
+              await existingAccount(params.id);
+              const query = listParams(request, ["limit", "before"]);
+              const limit = parseListLimit(query.get("limit"));
+              const cursor = parseListCursor(query.get("before"), "a key of this account");
+              const ofAccount = async (id: string) => {
+                const key = await store.getKey(id);
+                return key?.accountId === params.id ? key : null;
+              };
+              const start = await pageStart(cursor, ofAccount, "a key of this account");
+              const rows = await store.listKeys(params.id, { limit: limit + 1, ...start });
+              return listPage(rows, limit, listedKeyView);
+            },
+            { params: IdParams, query: KeysQuery, ...detail("An account's API keys, newest first, revoked ones included (labels only, never a key)") },
           )
           .delete(
             "/admin/v1/keys/:id",
@@ -138,6 +205,7 @@ export default definePlugin({
               requireAdmin(request);
               const key = await store.deleteKey(params.id);
               if (!key) throw new NotFoundError(`no active key "${params.id}"`);
+              audit.note(request, { account_id: key.accountId });
               auth.forget(key.keyHash);
               return { data: { id: key.id, deleted: true } };
             },
@@ -154,6 +222,14 @@ export default definePlugin({
               return { data: rows.map(requestRow), next_before: rows.length === limit && last ? `${last.createdAt}_${last.id}` : null };
             },
             { params: IdParams, query: RequestsQuery, ...detail("Per-request log, newest first") },
+          )
+          // Unknown /admin/ paths end here rather than in the core's 404, so they get their audit line too.
+          .all(
+            "/admin/*",
+            function noSuchAdminEndpoint() {
+              throw new NotFoundError("no such endpoint");
+            },
+            { detail: { hide: true } },
           );
       },
     };
@@ -205,40 +281,4 @@ function parseCursor(before: string | undefined): { before?: number; beforeId?: 
   // An offset's "+" left unencoded in a query string arrives as a space.
   if (/^\d{4}-/.test(before)) return { before: parseTimestamp(before.replace(/ (\d{2}:\d{2})$/, "+$1"), "before") };
   throw new InvalidRequestError("before must be a next_before cursor, an epoch-ms number or an RFC 3339 time", { param: "before" });
-}
-
-function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
-}
-
-function keyView(key: ApiKey) {
-  return {
-    id: key.id,
-    account_id: key.accountId,
-    name: key.name,
-    label: key.label,
-    limit: key.limit === null ? null : nanoToUsd(key.limit),
-    models: key.models,
-    rate_limit: { requests_per_minute: key.requestsPerMinute, tokens_per_minute: key.tokensPerMinute },
-    expires_at: iso(key.expiresAt),
-    created_at: iso(key.createdAt),
-  };
-}
-
-function requestRow(row: Generation) {
-  return {
-    id: row.id,
-    created_at: iso(row.createdAt),
-    key_id: row.keyId,
-    model: row.model,
-    status: row.status,
-    error_code: row.errorCode,
-    prompt_tokens: row.promptTokens,
-    completion_tokens: row.completionTokens,
-    cached_tokens: row.cachedTokens,
-    cache_write_tokens: row.cacheWriteTokens,
-    reasoning_tokens: row.reasoningTokens,
-    cost: nanoToUsd(row.totalCost),
-    latency_ms: row.latencyMs,
-  };
 }

@@ -11,7 +11,7 @@ export const MAX_RATE_LIMIT = 1_000_000_000;
  * it and the two stores would disagree) and no unpaired UTF-16 surrogate (it has no UTF-8 form and
  * would be stored as U+FFFD). Code-unit ranges, so it reads the same with or without the `u` flag.
  */
-const PRINTABLE = "^(?:[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff])*$";
+export const PRINTABLE = "^(?:[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff])*$";
 
 function text(field: string, maxLength: number) {
   return t.String({
@@ -77,5 +77,22 @@ export const RequestsQuery = t.Object({
   /** 1..500, default 50; parsed by the handler so an error names the field (Numeric range errors lose the path). */
   limit: t.Optional(t.String()),
   /** Cursor: ISO time or epoch ms; rows strictly older. */
+  before: t.Optional(t.String()),
+});
+
+/** Parsed strictly by the handler from the URL (list-query.ts): only these names, each once. */
+export const AccountsQuery = t.Object({
+  /** 1..100, default 20. */
+  limit: t.Optional(t.String()),
+  /** The `next_before` of the previous page (an account id), an epoch-ms number or an RFC 3339 time. */
+  before: t.Optional(t.String()),
+  /** A substring of the name or the id; A-Z case-insensitive. */
+  q: t.Optional(t.String()),
+});
+
+export const KeysQuery = t.Object({
+  /** 1..100, default 20. */
+  limit: t.Optional(t.String()),
+  /** The `next_before` of the previous page (a key id of the account), an epoch-ms number or an RFC 3339 time. */
   before: t.Optional(t.String()),
 });
