@@ -63,6 +63,8 @@ describe("admin authentication", () => {
       ["POST", `/admin/v1/accounts/${accountId}/keys`, { name: "k" }],
       ["DELETE", `/admin/v1/keys/${keyId}`, undefined],
       ["GET", `/admin/v1/accounts/${accountId}/requests`, undefined],
+      ["GET", "/admin/v1/accounts?limit=5", undefined],
+      ["GET", `/admin/v1/accounts/${accountId}/keys`, undefined],
     ] as const;
 
   it("refuses every endpoint without a token", async () => {

@@ -211,6 +211,31 @@ for (const [storeName, open] of stores) {
       expect((await t.admin("GET", `/admin/v1/accounts/${accountId}/requests?before=2030-01-01T00:00:00+02:00`)).status).toBe(200);
     });
 
+    it("refuses list query strings strictly: limit 1..100, a known before, a printable q, no unknown or repeated names", async () => {
+      const keyId = (await createKey({})).body.data.id;
+      const otherKey = (await t.newAccountWithKey({ credit: 0 })).keyId;
+      const accounts = (query: string) => t.admin("GET", `/admin/v1/accounts?${query}`);
+      const keys = (query: string) => t.admin("GET", `/admin/v1/accounts/${accountId}/keys?${query}`);
+      for (const list of [accounts, keys]) {
+        for (const limit of ["0", "101", "-1", "1.5", "1e2", "abc", "", "%00", "99999999999999999999", " 5"]) expectInvalid(await list(`limit=${limit}`), "limit", /1 to 100/);
+        expectInvalid(await list("limit=5&limit=6"), "limit", /more than once/);
+        expectInvalid(await list("lmit=5"), "lmit", /unknown query parameter/);
+        for (const before of ["", "2030-02-30", "99999999999999999999", "a%00b", "acct_nope", "key_nope", "-1"]) expectInvalid(await list(`before=${before}`), "before");
+        expect((await list("limit=100&before=2030-01-01T00:00:00Z")).status).toBe(200);
+        expect((await list("limit=1&before=1700000000000")).status).toBe(200);
+      }
+      for (const q of ["", "%00", "a%09b", "a%7Fb", "x".repeat(201)]) expectInvalid(await accounts(`q=${q}`), "q");
+      // Bytes that are no UTF-8 (an encoded lone surrogate) decode to U+FFFD, as in every URL: a plain search.
+      expect((await accounts("q=%ED%A0%80")).status).toBe(200);
+      expectInvalid(await keys("q=acme"), "q", /unknown query parameter/);
+      // A cursor must name a row of the list: an account for accounts, a key of this account for its keys.
+      expectInvalid(await accounts(`before=${keyId}`), "before");
+      expectInvalid(await keys(`before=${otherKey}`), "before");
+      expectInvalid(await keys(`before=${accountId}`), "before");
+      expect((await keys(`before=${keyId}`)).status).toBe(200);
+      expect((await accounts(`before=${accountId}&q=${encodeURIComponent("100% _pure")}`)).body).toEqual({ data: [], has_more: false, next_before: null });
+    });
+
     it("answers 409 when a credit reference is replayed with another kind; the same kind is still a duplicate", async () => {
       const id = (await t.admin("POST", "/admin/v1/accounts", { name: "kinds" })).body.data.id;
       const reference = "pi_" + crypto.randomUUID();
@@ -268,6 +293,10 @@ for (const [storeName, open] of stores) {
         ["GET", `/admin/v1/accounts/${accountId}/requests?limit=99999999999999999999`, undefined],
         ["GET", `/admin/v1/accounts/${accountId}/requests?limit=%00`, undefined],
         ["GET", `/admin/v1/accounts/${accountId}/requests?before=-1`, undefined],
+        ["GET", `/admin/v1/accounts?limit=99999999999999999999`, undefined],
+        ["GET", `/admin/v1/accounts?q=${"%00".repeat(1000)}`, undefined],
+        ["GET", `/admin/v1/accounts?before=${"9".repeat(1000)}`, undefined],
+        ["GET", `/admin/v1/accounts/${accountId}/keys?before=%ff`, undefined],
       ];
       for (const [method, path, body] of cases) {
         const answer = await t.admin(method, path, body);

@@ -44,8 +44,9 @@ export function createAudit(log: Logger, tokenHash: string) {
   const fingerprint = "sha256:" + tokenHash.slice(0, 8);
   const noted = new WeakMap<Request, AuditTargets>();
 
-  function write(request: Request, fields: Record<string, unknown>) {
-    log.info("audit", { method: request.method, ...fields });
+  function write(request: Request, authenticated: boolean, fields: Record<string, unknown>) {
+    const who = authenticated ? { actor: "admin", actor_fingerprint: fingerprint } : { actor: "anonymous" };
+    log.info("audit", { ...who, method: request.method, ...fields });
   }
 
   return {
@@ -56,15 +57,14 @@ export function createAudit(log: Logger, tokenHash: string) {
 
     /** A call the admin guard refused before any route ran: no valid token (401), or a malformed path id (400). */
     refused(request: Request, status: number, authenticated: boolean): void {
-      write(request, { ...actor(authenticated), route: null, action: null, status });
+      write(request, authenticated, { route: null, action: null, status });
     },
 
     /** For Elysia's mapResponse hook: the line of a routed /admin/ call, with the status of its answer or its error. */
     answered({ request, route, params, set, responseValue }: AnsweredCall): void {
       if (route === undefined || !route.startsWith("/admin/")) return;
       const status = responseValue instanceof Response ? responseValue.status : typeof set.status === "number" ? set.status : 200;
-      write(request, {
-        ...actor(true),
+      write(request, true, {
         route,
         action: actionOf(request.method, route),
         ...pathTargets(route, params?.id),
@@ -73,10 +73,6 @@ export function createAudit(log: Logger, tokenHash: string) {
       });
     },
   };
-
-  function actor(authenticated: boolean) {
-    return authenticated ? { actor: "admin", actor_fingerprint: fingerprint } : { actor: "anonymous" };
-  }
 }
 
 function actionOf(method: string, route: string): string | null {
