@@ -1,4 +1,4 @@
-import { startGateway } from "./core/lifecycle.ts";
+import { ListenError, listensEverywhere, startGateway } from "./core/lifecycle.ts";
 import { ConfigError } from "./core/config.ts";
 import { createLogger } from "./core/log.ts";
 
@@ -10,7 +10,13 @@ process.on("unhandledRejection", (reason) => {
 });
 try {
   const gateway = await startGateway({ log });
-  log.info("gateway listening", { url: gateway.url, config: gateway.config.file, plugins: gateway.config.plugins.map((p) => p.definition.name) });
+  const everywhere = listensEverywhere(gateway.config.server.hostname);
+  log.info("gateway listening", {
+    bind: gateway.bind,
+    ...(everywhere ? { interfaces: "all (reachable from other machines)", local_url: gateway.url } : { url: gateway.url }),
+    config: gateway.config.file,
+    plugins: gateway.config.plugins.map((p) => p.definition.name),
+  });
   const shutdown = async (signal: string) => {
     log.info("stopping", { signal });
     await gateway.stop();
@@ -21,7 +27,7 @@ try {
   process.once("SIGINT", () => void shutdown("SIGINT"));
 } catch (error) {
   if (error instanceof ConfigError) {
-    console.error(`config error: ${error.message}`);
+    console.error(`${error instanceof ListenError ? "start error" : "config error"}: ${error.message}`);
     process.exit(78);
   }
   throw error;

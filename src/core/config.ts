@@ -1,9 +1,11 @@
-import { readFileSync, existsSync } from "node:fs";
+import { readFileSync, existsSync, readdirSync } from "node:fs";
 import { resolve, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import type { PluginDefinition } from "./plugin.ts";
+import { describeUnknownKey, findUnknownKey, nearestKey } from "./config-keys.ts";
+import { TrustedProxies } from "./client-ip.ts";
 
 /** Server settings (the `server` block of plugins-config.yaml). */
 export const ServerConfigSchema = Type.Object({
@@ -21,6 +23,12 @@ export const ServerConfigSchema = Type.Object({
   drain_timeout_ms: Type.Integer({ minimum: 0, default: 30_000 }),
   /** After traffic, this long without a new request triggers one full GC that hands memory back (0 = never). */
   idle_memory_release_ms: Type.Integer({ minimum: 0, default: 1_000 }),
+  /**
+   * Proxies (CIDRs, IPv4 and IPv6) whose X-Forwarded-For is believed: only a request whose socket peer is in
+   * one of them is counted and logged under the forwarded client address. A comma-separated string is read
+   * as a list (what ${TRUSTED_PROXIES} expands to).
+   */
+  trusted_proxies: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
 });
 export type ServerConfig = Static<typeof ServerConfigSchema>;
 
@@ -55,7 +63,8 @@ export async function loadConfig(file: string, env: Record<string, string | unde
     throw new ConfigError(`${file}: invalid YAML: ${(error as Error).message.split("\n")[0]}`);
   }
   if (!isObject(raw)) throw new ConfigError(`${file}: expected a mapping with "server" and "plugins"`);
-  const server = checkSchema(ServerConfigSchema, raw.server ?? {}, `${file}: server`);
+  rejectUnknownKey(FileSchema, raw, "", file);
+  const server = loadServer(raw.server ?? {}, file);
   if (!isObject(raw.plugins)) throw new ConfigError(`${file}: "plugins" must be a mapping of plugin name to {enabled, config}`);
 
   const plugins: LoadedPlugin[] = [];
@@ -64,7 +73,10 @@ export async function loadConfig(file: string, env: Record<string, string | unde
     const where = `${file}: plugin "${name}"`;
     const block = entry ?? {};
     if (!isObject(block)) throw new ConfigError(`${where}: expected {enabled, config}`);
+    pluginFolder(name, where);
+    rejectUnknownKey(EntrySchema, block, `plugins.${name}`, where);
     const enabled = toBoolean(block.enabled ?? true, `${where}: /enabled`);
+    // A disabled plugin's config is not checked: it may name a plugin of another version, or be half-written.
     if (!enabled) continue;
     const definition = await importPlugin(name, where);
     for (const required of definition.requires ?? []) {
@@ -72,6 +84,7 @@ export async function loadConfig(file: string, env: Record<string, string | unde
         throw new ConfigError(`${where}: requires plugin "${required}" enabled earlier in the pipeline`);
       }
     }
+    rejectUnknownKey(definition.configSchema, block.config ?? {}, `plugins.${name}.config`, where);
     const config = checkSchema(definition.configSchema, block.config ?? {}, `${where}: config`);
     plugins.push({ definition, config });
     enabledNames.add(name);
@@ -79,11 +92,57 @@ export async function loadConfig(file: string, env: Record<string, string | unde
   return { file: path, server, plugins };
 }
 
-async function importPlugin(name: string, where: string): Promise<PluginDefinition> {
+/** The top level of plugins-config.yaml and one entry of its `plugins` mapping (only their keys are checked here). */
+const FileSchema = Type.Object({ server: Type.Unknown(), plugins: Type.Unknown() });
+const EntrySchema = Type.Object({ enabled: Type.Unknown(), config: Type.Unknown() });
+
+function rejectUnknownKey(schema: TSchema, value: unknown, path: string, where: string): void {
+  const found = findUnknownKey(schema, value, path);
+  if (found) throw new ConfigError(`${where}: ${describeUnknownKey(found)}`);
+}
+
+/** The `server` block: unknown keys refused, the schema checked, the trusted proxies parsed. */
+function loadServer(block: unknown, file: string): ServerConfig {
+  rejectUnknownKey(ServerConfigSchema, block, "server", file);
+  const value = isObject(block) && typeof block.trusted_proxies === "string" ? { ...block, trusted_proxies: splitList(block.trusted_proxies) } : block;
+  const server = checkSchema(ServerConfigSchema, value, `${file}: server`);
+  try {
+    TrustedProxies.parse(server.trusted_proxies);
+  } catch (error) {
+    throw new ConfigError(`${file}: server.trusted_proxies: ${(error as Error).message}`);
+  }
+  return server;
+}
+
+/** "10.0.0.0/8, fd00::/8" -> ["10.0.0.0/8", "fd00::/8"]; "" -> []. */
+function splitList(text: string): string[] {
+  return text.split(",").map((part) => part.trim()).filter((part) => part !== "");
+}
+
+/** The plugin's index.ts; an unknown name is refused with the nearest plugin name. */
+function pluginFolder(name: string, where: string): string {
   if (!/^[a-z0-9][a-z0-9-]*$/.test(name)) throw new ConfigError(`${where}: plugin names are kebab-case folder names`);
   const candidates = [join(PLUGIN_ROOT, name, "index.ts"), join(PLUGIN_ROOT, "providers", name, "index.ts")];
   const found = candidates.find((candidate) => existsSync(candidate));
-  if (!found) throw new ConfigError(`${where}: no plugin folder src/plugins/${name} or src/plugins/providers/${name}`);
+  if (found) return found;
+  const nearest = nearestKey(name, pluginNames());
+  const hint = nearest === undefined ? "" : ` (did you mean ${nearest}?)`;
+  throw new ConfigError(`${where}: unknown plugin plugins.${name}: no plugin folder src/plugins/${name} or src/plugins/providers/${name}${hint}`);
+}
+
+/** Every plugin folder name (src/plugins/* and src/plugins/providers/* with an index.ts). */
+function pluginNames(): string[] {
+  const names: string[] = [];
+  for (const root of [PLUGIN_ROOT, join(PLUGIN_ROOT, "providers")]) {
+    for (const entry of readdirSync(root, { withFileTypes: true })) {
+      if (entry.isDirectory() && existsSync(join(root, entry.name, "index.ts"))) names.push(entry.name);
+    }
+  }
+  return names;
+}
+
+async function importPlugin(name: string, where: string): Promise<PluginDefinition> {
+  const found = pluginFolder(name, where);
   const module = await import(found);
   const definition = module.default as PluginDefinition | undefined;
   if (!definition || definition.name !== name) {

@@ -4,10 +4,14 @@ import { Pipeline, type Stage } from "./pipeline.ts";
 import { createApp } from "./app.ts";
 import { startIdleMemoryRelease } from "./idle-memory.ts";
 import { registerSecret } from "./secrets.ts";
+import { unservedModels } from "./readiness.ts";
 import type { PluginHost, Services } from "./plugin.ts";
 
 export interface RunningGateway {
+  /** A URL this machine can reach the gateway at (127.0.0.1 when it listens on every interface). */
   url: string;
+  /** Where it listens, as bound: `0.0.0.0:3000`, `[::]:3000`, `127.0.0.1:8080`. */
+  bind: string;
   port: number;
   config: GatewayConfig;
   /** Graceful stop: no new connections, drain in-flight requests, close plugins (flush). */
@@ -23,22 +27,28 @@ export async function startGateway(
   const config = await loadConfig(options.configFile ?? defaultConfigFile(env), env);
   const now = options.now ?? Date.now;
   const stages = await setupPlugins(config, env, now, log);
+  warnUnserved(stages, log);
   const pipeline = new Pipeline(stages, config.server, log, now);
   const app = createApp(stages, pipeline, config.server, log);
   const port = options.port ?? config.server.port;
+  const hostname = config.server.hostname;
   try {
-    app.listen({ port, hostname: config.server.hostname, idleTimeout: 0 });
+    // No SO_REUSEPORT (Elysia's default): a second gateway on a taken port must fail here, not share the
+    // port and split the requests between two databases.
+    app.listen({ port, hostname, idleTimeout: 0, reusePort: false });
   } catch (error) {
     await closePlugins(stages, log);
-    throw new ConfigError(`${config.file}: cannot listen on ${config.server.hostname}:${port}: ${(error as Error).message.split("\n")[0]}`, { cause: error });
+    throw new ListenError(`${config.file}: cannot listen on ${hostPort(hostname, port)}: the port is taken (another gateway, or another program, listens there) or the address is not this machine's; stop it or set server.port / PORT (${(error as Error).message.split("\n")[0]})`, { cause: error });
   }
   const server = app.server!;
+  pipeline.attachServer(server);
   const idleMemory = startIdleMemoryRelease(() => pipeline.received, config.server.idle_memory_release_ms);
-  const url = `http://${config.server.hostname === "0.0.0.0" ? "127.0.0.1" : config.server.hostname}:${server.port}`;
+  const boundPort = server.port ?? port;
   let stopping: Promise<void> | undefined;
   return {
-    url,
-    port: server.port ?? port,
+    url: `http://${hostPort(localHost(hostname), boundPort)}`,
+    bind: hostPort(hostname, boundPort),
+    port: boundPort,
     config,
     stop: () => (stopping ??= drainAndClose()),
   };
@@ -51,6 +61,40 @@ export async function startGateway(
     if (pipeline.inFlight > 0) log.warn("drain timeout: requests still in flight", { in_flight: pipeline.inFlight });
     await closePlugins(stages, log);
     server.stop(true);
+  }
+}
+
+/** The port was taken (or the address is not local): the gateway does not start. */
+export class ListenError extends ConfigError {
+  override name = "ListenError";
+}
+
+/** `host:port`, brackets around an IPv6 host. */
+function hostPort(hostname: string, port: number): string {
+  return hostname.includes(":") ? `[${hostname}]:${port}` : `${hostname}:${port}`;
+}
+
+/** A host this machine reaches a listener on `hostname` at: loopback for the any-address. */
+function localHost(hostname: string): string {
+  if (hostname === "0.0.0.0") return "127.0.0.1";
+  if (hostname === "::" || hostname === "[::]") return "::1";
+  return hostname;
+}
+
+/** Whether `hostname` is an any-address: every interface of the machine. */
+export function listensEverywhere(hostname: string): boolean {
+  return hostname === "0.0.0.0" || hostname === "::" || hostname === "[::]";
+}
+
+/** One warning per provider that cannot serve (no key), with how many models that leaves unserved and a few ids. */
+function warnUnserved(stages: Stage[], log: Logger): void {
+  for (const [provider, { reason, models }] of Object.entries(unservedModels(stages))) {
+    log.warn("provider cannot serve: its models are unserved (GET /ready lists them)", {
+      provider,
+      reason,
+      unserved_models: models.length,
+      examples: models.slice(0, 3),
+    });
   }
 }
 

@@ -3,8 +3,17 @@ export interface Logger {
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
-  /** A request's access line. */
+  /**
+   * A request's line (message "request"): one per request, written by the core (the pipeline for inference
+   * requests, the app for other routes); fields in docs/operations.md. Plugins add fields through `ctx.log`
+   * (inference) or `annotateRequestLine` (core/request-line.ts, other routes).
+   */
   request(fields: Record<string, unknown>): void;
+  /**
+   * An audit line (message "audit", level info): who did what to which ids, for operator actions (admin
+   * routes). Scrubbed like diagnostic lines. Absent only in loggers built by hand in tests.
+   */
+  audit?(fields: Record<string, unknown>): void;
   child(tag: string): Logger;
   /**
    * A warning written unredacted: only for a secret the operator must see once, on purpose (the admin token
@@ -92,6 +101,7 @@ export function createLogger(tag = "core", options: LoggerOptions = {}): Logger 
       if (quiet) return;
       out(redact(JSON.stringify({ time: new Date().toISOString(), level: "info", tag, message: "request", ...fields })) + "\n");
     },
+    audit: (fields) => write("info", "audit", fields),
     reveal(message, fields) {
       if (quiet) return;
       out(JSON.stringify({ time: new Date().toISOString(), level: "warn", tag, message, ...fields }) + "\n");

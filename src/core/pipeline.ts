@@ -18,6 +18,8 @@ import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
 import { afterTurn, requestEnded, requestStarted } from "./turn-end.ts";
+import { ClientAddresses } from "./client-ip.ts";
+import { errorFields, requestOrigin } from "./request-line.ts";
 import type { UpstreamResponse } from "../transport/transport.ts";
 
 export interface Stage {
@@ -46,6 +48,8 @@ export class Pipeline implements Gateway {
   private readonly responseHooks: Stage[];
   private readonly streamHooks: Stage[];
   private readonly signals: RequestSignals;
+  /** Client addresses (the server is attached once it listens: `attachServer`). */
+  private readonly addresses: ClientAddresses;
 
   constructor(
     private readonly stages: Stage[],
@@ -58,6 +62,7 @@ export class Pipeline implements Gateway {
     this.headerStages = stages.filter((s) => s.instance.onHeaders);
     this.bodies = new RequestBodies(server.max_body_bytes, server.max_body_bytes_in_flight);
     this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
+    this.addresses = new ClientAddresses(server.trusted_proxies);
     this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
     this.responseHooks = stages.filter((s) => s.instance.onResponse).reverse();
     this.streamHooks = stages.filter((s) => s.instance.onStreamEvent).reverse();
@@ -71,6 +76,15 @@ export class Pipeline implements Gateway {
 
   get inFlight(): number {
     return this.active;
+  }
+
+  /** The listening server: where the socket peers of requests are read. */
+  attachServer(server: { requestIP(request: Request): { address: string } | null }): void {
+    this.addresses.listenOn(server);
+  }
+
+  clientIp(request: Request): string {
+    return this.addresses.of(request);
   }
 
   /** Requests received since start. */
@@ -146,7 +160,8 @@ export class Pipeline implements Gateway {
       body: {},
       request: { model: "", stream: false, clientWantsStreamUsage: false },
       responseHeaders: {},
-      log: {},
+      // Read now: at a stream's end the socket may be gone.
+      log: requestOrigin(request, this.addresses.of(request)) as unknown as Record<string, unknown>,
     };
   }
 
@@ -454,16 +469,21 @@ export class Pipeline implements Gateway {
       }
     }
     if (this.log.quiet) return;
+    const { method, path, client_ip, ...extra } = ctx.log;
     this.log.request({
       request_id: ctx.requestId,
+      method,
+      path,
+      client_ip,
       model: ctx.request.model || null,
       ingress: ctx.ingress.name,
       stream: ctx.request.stream,
       status: outcome.status === "failed" ? outcome.error.status : outcome.status === "cancelled" ? 499 : 200,
       outcome: outcome.status,
+      ...errorFields(outcome.status === "failed" ? outcome.error : undefined),
       latency_ms: Math.round(performance.now() - ctx.startedMono),
       cost_usd: ctx.cost === undefined ? null : nanoToUsd(ctx.cost),
-      ...ctx.log,
+      ...extra,
     });
   }
 }

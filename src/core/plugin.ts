@@ -20,6 +20,25 @@ export interface Provider {
   buildBody(ctx: GatewayContext, format: WireFormat): Record<string, unknown>;
   /** Sends the body upstream in `format` and returns the upstream's HTTP answer (not consumed). */
   send(ctx: GatewayContext, body: Record<string, unknown>, format: WireFormat): Promise<UpstreamResponse>;
+  /**
+   * Why this upstream cannot serve any request as configured (e.g. "OPENAI_API_KEY is not set"); absent when
+   * it can. The start-up log and GET /ready name the models it leaves unserved.
+   */
+  readonly unavailableReason?: string;
+  /** Serves whatever model the router names, whatever its provider (a simulated upstream): while it is enabled no model is unserved. */
+  readonly servesEveryModel?: boolean;
+}
+
+/**
+ * What a router offers as its `provides`: every model id it routes and the provider named to serve it. The core
+ * finds it among the plugins' `provides` to name, at start-up and in GET /ready, the models no provider can serve.
+ */
+export interface ModelDirectory {
+  routedModels(): readonly { readonly id: string; readonly provider: string }[];
+}
+
+export function isModelDirectory(value: unknown): value is ModelDirectory {
+  return typeof (value as Partial<ModelDirectory> | null | undefined)?.routedModels === "function";
 }
 
 /** Runs a request through the pipeline: what ingress routes call. */
@@ -29,6 +48,11 @@ export interface Gateway {
   readJson(request: Request): Promise<Record<string, unknown>>;
   /** Number of requests in flight (drained on shutdown). */
   readonly inFlight: number;
+  /**
+   * The client's address: the socket peer, or behind a trusted proxy (`server.trusted_proxies`) the address it
+   * forwarded (core/client-ip.ts). What the edge limit counts and the log lines show; "unknown" for a closed socket.
+   */
+  clientIp(request: Request): string;
 }
 
 export interface PluginHost {

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it, setDefaultTimeout } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError, defaultConfigFile, loadConfig } from "../../src/core/config.ts";
@@ -290,5 +290,106 @@ describe("startGateway", () => {
     expect(message).not.toContain("\n");
     expect(message).toContain('plugin "catalog"');
     expect(message).toContain("no-catalog.yaml");
+  });
+});
+
+describe("unknown keys: refused with the file, the dotted path and the nearest known key", () => {
+  it("a misspelled key in a plugin's config block (the schema does not close it itself)", async () => {
+    const file = yamlFile(`plugins:\n  storage: {}\n  auth:\n    config:\n      cache_tll_ms: 5\n`);
+    expectOneLine(await configError(file), file, 'plugin "auth"', "unknown key plugins.auth.config.cache_tll_ms", "did you mean cache_ttl_ms?");
+  });
+
+  it("a misspelled key in the server block and at the top level", async () => {
+    const server = yamlFile(`server:\n  prot: 3000\nplugins:\n  storage: {}\n`);
+    expectOneLine(await configError(server), server, "unknown key server.prot", "did you mean port?");
+    const top = yamlFile(`server: {}\nplugin:\n  storage: {}\nplugins: {}\n`);
+    expectOneLine(await configError(top), top, "unknown key plugin", "did you mean plugins?");
+  });
+
+  it("a misspelled plugin name and a misspelled entry key", async () => {
+    const name = yamlFile(`plugins:\n  storag: {}\n`);
+    expectOneLine(await configError(name), name, 'plugin "storag"', "plugins.storag", "did you mean storage?");
+    const entry = yamlFile(`plugins:\n  storage:\n    enabeld: true\n`);
+    expectOneLine(await configError(entry), entry, 'plugin "storage"', "unknown key plugins.storage.enabeld", "did you mean enabled?");
+    const configs = yamlFile(`plugins:\n  storage:\n    configs: {}\n`);
+    expectOneLine(await configError(configs), configs, "unknown key plugins.storage.configs", "did you mean config?");
+  });
+
+  it("a misspelled plugin name is refused even when the entry is disabled", async () => {
+    const file = yamlFile(`plugins:\n  storage: {}\n  sandbx:\n    enabled: false\n`);
+    expectOneLine(await configError(file), file, 'plugin "sandbx"', "did you mean sandbox?");
+  });
+
+  it("keys nested in records, objects and unions (plans, upstreams, windows)", async () => {
+    const windows = yamlFile(`plugins:
+  storage: {}
+  auth: {}
+  catalog: {}
+  token-count: {}
+  budget:
+    config:
+      plans:
+        pro: { price: 1, windows: { weekk: 3 } }
+`);
+    expectOneLine(await configError(windows), windows, 'plugin "budget"', "unknown key plugins.budget.config.plans.pro.windows.weekk", "did you mean week?");
+    const upstream = yamlFile(`plugins:
+  openai-compatible:
+    config:
+      upstreams:
+        deepseek: { base_url: "https://api.deepseek.com", api_key_env: DEEPSEEK_API_KEY, apikey_env: X }
+`);
+    expectOneLine(await configError(upstream), upstream, "unknown key plugins.openai-compatible.config.upstreams.deepseek.apikey_env", "did you mean api_key_env?");
+  });
+
+  it("a key nowhere near a known one lists the known keys", async () => {
+    const file = yamlFile(`plugins:\n  edge-rate-limit:\n    config:\n      burst: 5\n`);
+    expectOneLine(await configError(file), file, "unknown key plugins.edge-rate-limit.config.burst", "known keys: requests_per_second");
+  });
+
+  it("the shipped plugins-config.yaml has no unknown key", async () => {
+    await loadConfig(join(ROOT, "plugins-config.yaml"), { GATEWAY_SANDBOX: "true" });
+  });
+});
+
+describe("server.trusted_proxies", () => {
+  it("takes a list, or a comma-separated string (TRUSTED_PROXIES), empty by default", async () => {
+    const list = yamlFile(`server:\n  trusted_proxies: ["10.0.0.0/8", "fd00::/8"]\nplugins: {}\n`);
+    expect((await loadConfig(list, {})).server.trusted_proxies).toEqual(["10.0.0.0/8", "fd00::/8"]);
+    const text = yamlFile(`server:\n  trusted_proxies: \${GW_TEST_PROXIES:-}\nplugins: {}\n`);
+    expect((await loadConfig(text, { GW_TEST_PROXIES: "127.0.0.1, 192.168.0.0/16,::1" })).server.trusted_proxies).toEqual(["127.0.0.1", "192.168.0.0/16", "::1"]);
+    expect((await loadConfig(text, {})).server.trusted_proxies).toEqual([]);
+    expect((await loadConfig(join(ROOT, "plugins-config.yaml"), {})).server.trusted_proxies).toEqual([]);
+    expect((await loadConfig(join(ROOT, "plugins-config.yaml"), { TRUSTED_PROXIES: "10.1.0.0/16" })).server.trusted_proxies).toEqual(["10.1.0.0/16"]);
+  });
+
+  it("refuses an entry that is no address or CIDR, naming it", async () => {
+    const file = yamlFile(`server:\n  trusted_proxies: "10.0.0.0/8, 10.0.0.0/40"\nplugins: {}\n`);
+    expectOneLine(await configError(file), file, "server.trusted_proxies", '"10.0.0.0/40"');
+  });
+});
+
+describe("the real process with an unknown key", () => {
+  it("exits non-zero naming the file, the path and the nearest key (plugins-config.yaml)", async () => {
+    const file = yamlFile(`server:\n  port: 0\n  hostname: 127.0.0.1\nplugins:\n  storage: {}\n  auth:\n    config:\n      cache_tll_ms: 500\n`);
+    const { code, lines } = await runGateway({ GATEWAY_CONFIG: file, GATEWAY_LOG: "silent" });
+    expect(code).not.toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(file);
+    expect(lines[0]).toContain("plugins.auth.config.cache_tll_ms");
+    expect(lines[0]).toContain("did you mean cache_ttl_ms?");
+  });
+
+  it("exits non-zero naming the catalog file, the model and the path (catalog.yaml)", async () => {
+    const catalog = join(dir, "typo-catalog.yaml");
+    writeFileSync(
+      catalog,
+      readFileSync(join(ROOT, "catalog.yaml"), "utf8").replace("prices: { input:", "prices: { inptu:"),
+    );
+    const { code, lines } = await runGateway({ GATEWAY_CATALOG: catalog, DATABASE_URL: `sqlite:${join(dir, "typo.db")}`, PORT: "0", HOST: "127.0.0.1", GATEWAY_LOG: "silent" });
+    expect(code).not.toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(catalog);
+    expect(lines[0]).toContain('model "gpt-6.2-astra"');
+    expect(lines[0]).toContain("unknown key models[0].prices.inptu (did you mean input?)");
   });
 });

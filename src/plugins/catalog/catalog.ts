@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { LineCounter, parseDocument } from "yaml";
 import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
+import { describeUnknownKey, findUnknownKey } from "../../core/config-keys.ts";
+import type { ModelDirectory } from "../../core/plugin.ts";
 import { nanoPerTokenToUsdString, usdPerMillionToNanoPerToken, type NanoUsd } from "../../core/money.ts";
 import {
   CatalogEntrySchema,
@@ -41,7 +43,7 @@ interface CompiledModel {
 type Clock = () => Date;
 
 /** The loaded model catalog: lookups by exact id, prices by date and prompt length. */
-export class Catalog {
+export class Catalog implements ModelDirectory {
   readonly #byId: ReadonlyMap<string, CompiledModel>;
   readonly #models: readonly CatalogModel[];
   readonly #now: Clock;
@@ -59,6 +61,11 @@ export class Catalog {
 
   /** Every model, in file order. */
   all(): readonly CatalogModel[] {
+    return this.#models;
+  }
+
+  /** Every model id and the provider that serves it (core's start-up check and /ready name the unserved ones). */
+  routedModels(): readonly { readonly id: string; readonly provider: string }[] {
     return this.#models;
   }
 
@@ -117,6 +124,8 @@ export function parseCatalog(text: string, file: string, now?: Date | Clock): Ca
   const doc = parseDocument(text, { lineCounter, uniqueKeys: true });
   if (doc.errors.length > 0) throw new Error(`${file}: invalid YAML: ${oneLine(doc.errors[0].message)}`);
   const root: unknown = doc.toJS();
+  const unknownTop = findUnknownKey(CatalogFileSchema, root, "");
+  if (unknownTop) throw new Error(`${file}: ${describeUnknownKey(unknownTop)}`);
 
   const fileError = Value.Errors(CatalogFileSchema, root).First();
   if (fileError) {
@@ -131,9 +140,13 @@ export function parseCatalog(text: string, file: string, now?: Date | Clock): Ca
     const line = node?.range ? lineCounter.linePos(node.range[0]).line : undefined;
     const rawId = (raw as { id?: unknown } | null)?.id;
     const label = typeof rawId === "string" ? `model "${rawId}"` : `models[${index}]`;
+    const where = `${file}${line ? `:${line}` : ""}: ${label}`;
     const fail = (field: string, problem: string): never => {
-      throw new Error(`${file}${line ? `:${line}` : ""}: ${label}: ${field}: ${oneLine(problem)}`);
+      throw new Error(`${where}: ${field}: ${oneLine(problem)}`);
     };
+    // Before the schema check: a misspelled key is the cause of the "required property" error it would give.
+    const unknown = findUnknownKey(CatalogEntrySchema, raw, `models[${index}]`);
+    if (unknown) throw new Error(`${where}: ${describeUnknownKey(unknown)}`);
     const model = validateEntry(raw, fail);
     if (seen.has(model.id)) fail("id", `duplicate id "${model.id}"`);
     seen.add(model.id);

@@ -1,5 +1,6 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
+import { missingKeyReason } from "../key.ts";
 import type { WireFormat } from "../../../core/format.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
 import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
@@ -39,6 +40,7 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
   };
   return {
     formats: [anthropicMessages],
+    unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
     buildBody(ctx: GatewayContext, format: WireFormat) {
       const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
       // A translated client that set no cap gets what its funds allow (budget) or the model's maximum.

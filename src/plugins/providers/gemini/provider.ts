@@ -1,5 +1,6 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
+import { missingKeyReason } from "../key.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
 import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
 import { upstreamBodyFor } from "../../../core/translate.ts";
@@ -28,6 +29,7 @@ export function createGeminiProvider(upstream: GeminiUpstream): Provider {
   const headers = upstream.apiKey ? jsonHeaders({ "x-goog-api-key": upstream.apiKey }) : undefined;
   return {
     formats: [gemini],
+    unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
     buildBody(ctx: GatewayContext, format) {
       const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
       if (ctx.upstreamOutputCap !== undefined) applyOutputCap(body, ctx.upstreamOutputCap);

@@ -1,5 +1,6 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
+import { missingKeyReason } from "../key.ts";
 import { ProviderUnavailableError } from "../../../core/errors.ts";
 import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
 import { upstreamBodyFor } from "../../../core/translate.ts";
@@ -38,6 +39,7 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
   const headers = upstream.apiKey ? jsonHeaders({ authorization: `Bearer ${upstream.apiKey}` }) : undefined;
   return {
     formats: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
+    unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
     buildBody(ctx: GatewayContext, format) {
       const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
       if (format === openaiImages) return body; // priced by size and quality: no output cap field
