@@ -3,6 +3,7 @@ import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
 import type { ValueError } from "@sinclair/typebox/errors";
 import { InvalidRequestError } from "../../core/errors.ts";
 import type { CanonicalRequest } from "../canonical.ts";
+import { declaresTools } from "./tools.ts";
 
 const Open = { additionalProperties: true } as const;
 const Nullable = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
@@ -49,6 +50,8 @@ const ITEM_SCHEMAS: Record<string, TSchema> = {
   custom_tool_call: Type.Object({ call_id: Type.String({ minLength: 1 }), name: Type.String({ minLength: 1 }), input: Type.String() }, Open),
   custom_tool_call_output: Type.Object({ call_id: Type.String({ minLength: 1 }), output: Type.Union([Type.String(), Type.Array(Part)]) }, Open),
   reasoning: Type.Object({ summary: Type.Optional(Type.Array(Part)), encrypted_content: Nullable(Type.String()) }, Open),
+  // Codex declares its tools in an input item for OpenAI model names (namespaces included).
+  additional_tools: Type.Object({ tools: Type.Array(Tool) }, Open),
 };
 const ITEM_CHECKS: Record<string, TypeCheck<TSchema>> = Object.fromEntries(
   Object.entries(ITEM_SCHEMAS).map(([type, schema]) => [type, TypeCompiler.Compile(schema)]),
@@ -84,7 +87,7 @@ export function decodeResponsesRequest(body: unknown): CanonicalRequest {
     // The Responses API always reports usage (response.completed carries it).
     clientWantsStreamUsage: true,
     uses: {
-      tools: (request.tools?.length ?? 0) > 0,
+      tools: declaresTools(request),
       images: items.some(hasImage),
       jsonOutput: format === "json_schema" || format === "json_object",
       // Codex sends a reasoning effort on every turn, whatever the model: a hint, not a requirement.

@@ -20,29 +20,63 @@ export function canonicalToolName(name: string, namespace?: unknown): string {
   return typeof namespace === "string" && namespace !== "" ? `${namespace}__${name}` : name;
 }
 
+/** A client tool with the namespace it was declared in, if any. */
+interface DeclaredTool {
+  tool: Json;
+  namespace?: string;
+}
+
+/**
+ * Every tool a request declares, namespaces flattened: top-level `tools`, then the `tools` of each
+ * `additional_tools` input item (Codex declares its tools there for OpenAI model names). A canonical name
+ * declared twice keeps its first declaration; hosted tools (no name) are all kept.
+ */
+function declaredTools(body: Record<string, unknown>): DeclaredTool[] {
+  const out: DeclaredTool[] = [];
+  const seen = new Set<string>();
+  const add = (tool: Json, namespace?: string) => {
+    if (typeof tool?.name === "string") {
+      const name = canonicalToolName(tool.name, namespace);
+      if (seen.has(name)) return;
+      seen.add(name);
+    }
+    out.push({ tool, ...(namespace ? { namespace } : {}) });
+  };
+  const visit = (tools: unknown) => {
+    for (const tool of Array.isArray(tools) ? (tools as Json[]) : []) {
+      if (tool?.type === "namespace" && Array.isArray(tool.tools)) for (const inner of tool.tools) add(inner, String(tool.name ?? ""));
+      else add(tool);
+    }
+  };
+  visit(body.tools);
+  for (const item of Array.isArray(body.input) ? (body.input as Json[]) : []) if (item?.type === "additional_tools") visit(item.tools);
+  return out;
+}
+
+/** Whether a request declares any tool, at the top level or in an `additional_tools` input item. */
+export function declaresTools(body: Record<string, unknown>): boolean {
+  return declaredTools(body).length > 0;
+}
+
 /** The client's function and custom tools by canonical name, to answer a call in the shape the client declared. */
 export function clientTools(body: Record<string, unknown>): Map<string, ClientTool> {
   const tools = new Map<string, ClientTool>();
-  const add = (tool: Json, namespace?: string) => {
-    if ((tool?.type !== "function" && tool?.type !== "custom") || typeof tool.name !== "string") return;
+  for (const { tool, namespace } of declaredTools(body)) {
+    if ((tool?.type !== "function" && tool?.type !== "custom") || typeof tool.name !== "string") continue;
     tools.set(canonicalToolName(tool.name, namespace), { kind: tool.type, name: tool.name, ...(namespace ? { namespace } : {}) });
-  };
-  for (const tool of Array.isArray(body.tools) ? (body.tools as Json[]) : []) {
-    if (tool?.type === "namespace" && Array.isArray(tool.tools)) for (const inner of tool.tools) add(inner, String(tool.name ?? ""));
-    else add(tool);
   }
   return tools;
 }
 
 /**
- * Responses tools in canonical form. Function tools are flat here (nested in chat); custom (freeform)
- * tools become a function taking `{input: string}` (docs/wire-formats.md#tools-and-tool-choice); namespace tools are
- * flattened. Hosted tools (web_search, file_search, code_interpreter, mcp, local_shell, ...) only run on OpenAI's
- * servers: they are left out when the request goes to another format, so the model simply does not see them.
+ * A request's tools (top-level and `additional_tools` items) in canonical form. Function tools are flat here
+ * (nested in chat); custom (freeform) tools become a function taking `{input: string}`
+ * (docs/wire-formats.md#tools-and-tool-choice); namespace tools are flattened. Hosted tools (web_search,
+ * file_search, code_interpreter, mcp, local_shell, ...) only run on OpenAI's servers: they are left out when the request goes to another format, so the model simply does not see them.
  */
-export function toolsToCanonical(tools: unknown): CanonicalTool[] {
+export function toolsToCanonical(body: Record<string, unknown>): CanonicalTool[] {
   const out: CanonicalTool[] = [];
-  const add = (tool: Json, namespace?: string) => {
+  for (const { tool, namespace } of declaredTools(body)) {
     if (tool?.type === "function" && typeof tool.name === "string") {
       out.push({
         name: canonicalToolName(tool.name, namespace),
@@ -57,10 +91,6 @@ export function toolsToCanonical(tools: unknown): CanonicalTool[] {
         parameters: customToolParameters(tool.format),
       });
     }
-  };
-  for (const tool of Array.isArray(tools) ? (tools as Json[]) : []) {
-    if (tool?.type === "namespace" && Array.isArray(tool.tools)) for (const inner of tool.tools) add(inner, String(tool.name ?? ""));
-    else add(tool);
   }
   return out;
 }

@@ -24,7 +24,7 @@ export function responsesToCanonical(body: Record<string, unknown>): CanonicalCh
 
   const canonical: CanonicalChatRequest = { model, messages, stream: request.stream === true };
   if (system.length > 0) canonical.system = system.join("\n\n");
-  const tools = toolsToCanonical(request.tools);
+  const tools = toolsToCanonical(request);
   if (tools.length > 0) {
     canonical.tools = tools;
     const choice = toolChoiceToCanonical(request.tool_choice);
@@ -85,6 +85,8 @@ function readItem(item: Json, where: string, model: string, system: string[], me
     case "custom_tool_call_output":
       toolResults(messages).push({ type: "tool_result", toolCallId: item.call_id, content: outputContent(item.output, `${where}.output`) });
       return;
+    case "additional_tools":
+      return; // its tools are read with the top-level ones (toolsToCanonical)
     case "item_reference":
       throw new InvalidRequestError(`invalid request: '${where}' is an item_reference; this gateway does not store items, send the item itself`, {
         param: where,
