@@ -1,19 +1,43 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { ModelNotAllowedError } from "../../core/errors.ts";
+import type { Principal } from "../auth/principal.ts";
 
-/** A key with a `models` allowlist calls only those exact ids. */
+/** The allowlist's rule, offered to whatever shows models to a key (the catalog's GET /v1/models), so both agree. */
+export interface ModelAccess {
+  /** Whether the caller's key may call the model. */
+  allows(principal: Principal, modelId: string): boolean;
+}
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    allowlist: ModelAccess;
+  }
+}
+
+/** A key's `models`: null calls every model, a list only those exact ids. */
+function allows(principal: Principal, modelId: string): boolean {
+  const models = principal.key.models;
+  return models === null || models.includes(modelId);
+}
+
+/**
+ * A key with a `models` allowlist calls only those exact ids. Disabled, every key calls every model, and
+ * GET /v1/models lists every model to every key (the catalog asks this plugin only when it is enabled).
+ */
 export default definePlugin({
   name: "allowlist",
   requires: ["auth", "catalog"],
   configSchema: Type.Object({}),
   setup() {
     return {
+      provides: { allows } satisfies ModelAccess,
+
       onRequest(ctx) {
-        const allowed = ctx.principal?.key.models;
-        if (allowed && !allowed.includes(ctx.request.model)) {
+        const principal = ctx.principal;
+        if (principal && !allows(principal, ctx.request.model)) {
           throw new ModelNotAllowedError(
-            `this API key may not call model "${ctx.request.model}"; its allowlist is: ${allowed.join(", ")}`,
+            `this API key may not call model "${ctx.request.model}"; its allowlist is: ${principal.key.models!.join(", ")}`,
             { param: "model" },
           );
         }

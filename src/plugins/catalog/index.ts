@@ -4,6 +4,7 @@ import { definePlugin } from "../../core/plugin.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import { GatewayError, InvalidRequestError, UnknownModelError } from "../../core/errors.ts";
 import type { Principal } from "../auth/principal.ts";
+import type { ModelAccess } from "../allowlist/index.ts";
 import { loadCatalog, type Catalog, type CatalogModel } from "./catalog.ts";
 import { CatalogConfigSchema, DEFAULT_CATALOG_FILE } from "./schema.ts";
 
@@ -67,10 +68,13 @@ export default definePlugin({
       },
 
       routes: function catalogRoutes(app: AnyElysia) {
+        // The listing follows the rule requests follow: the allowlist plugin's, when it is enabled (it comes later in
+        // the pipeline, but every plugin is set up before routes are mounted); without it a key calls and sees every model.
+        const access = host.has("allowlist") ? host.service("allowlist") : undefined;
         app.get("/v1/models", async function listModels({ request }) {
           const principal = await auth.authenticate((request as Request).headers);
           const now = new Date();
-          const data = visibleModels(catalog, principal).map((model) => catalog.listing(model, now));
+          const data = visibleModels(catalog, principal, access).map((model) => catalog.listing(model, now));
           return { object: "list", data };
         });
 
@@ -79,7 +83,7 @@ export default definePlugin({
           const principal = await auth.authenticate((request as Request).headers);
           const id = decodeId(String(params["*"] ?? ""));
           const model = catalog.get(id);
-          if (!model || !allowed(principal, model.id)) {
+          if (!model || !allowed(principal, model.id, access)) {
             throw new ModelNotFoundError(`The model \`${clip(id)}\` does not exist or you do not have access to it.`, {
               param: "model",
             });
@@ -100,15 +104,14 @@ function unknownModel(catalog: Catalog, id: string): UnknownModelError {
   );
 }
 
-function visibleModels(catalog: Catalog, principal: Principal): readonly CatalogModel[] {
-  const allowlist = principal.key.models;
-  if (allowlist === null) return catalog.all();
-  const ids = new Set(allowlist);
-  return catalog.all().filter((model) => ids.has(model.id));
+/** The models a key may call: every one, unless the allowlist plugin is enabled and its rule says otherwise. */
+function visibleModels(catalog: Catalog, principal: Principal, access: ModelAccess | undefined): readonly CatalogModel[] {
+  if (!access) return catalog.all();
+  return catalog.all().filter((model) => access.allows(principal, model.id));
 }
 
-function allowed(principal: Principal, id: string): boolean {
-  return principal.key.models === null || principal.key.models.includes(id);
+function allowed(principal: Principal, id: string, access: ModelAccess | undefined): boolean {
+  return !access || access.allows(principal, id);
 }
 
 function decodeId(raw: string): string {

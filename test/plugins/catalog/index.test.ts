@@ -2,6 +2,7 @@ import { describe, expect, it } from "bun:test";
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import catalogPlugin from "../../../src/plugins/catalog/index.ts";
+import allowlistPlugin from "../../../src/plugins/allowlist/index.ts";
 import type { GatewayContext } from "../../../src/core/context.ts";
 import type { WireFormat } from "../../../src/core/format.ts";
 import type { PluginHost } from "../../../src/core/plugin.ts";
@@ -29,38 +30,48 @@ const silent: Logger = {
   child: () => silent,
 };
 
-const host = {
-  configFile: "plugins-config.yaml",
-  log: silent,
-  has: (name: string) => name === "auth",
-  service(name: string) {
-    if (name !== "auth") throw new Error(`no ${name}`);
-    return {
-      async authenticate(headers: Headers) {
-        const key = headers.get("authorization")?.replace(/^Bearer /, "") ?? "";
-        if (!(key in KEYS)) throw new AuthenticationError("Invalid API key.");
-        return principal(KEYS[key]);
-      },
-      forget() {},
-    };
+const auth = {
+  async authenticate(headers: Headers) {
+    const key = headers.get("authorization")?.replace(/^Bearer /, "") ?? "";
+    if (!(key in KEYS)) throw new AuthenticationError("Invalid API key.");
+    return principal(KEYS[key]);
   },
-} as unknown as PluginHost;
+  forget() {},
+};
 
-const instance = await catalogPlugin.setup({ file: join(import.meta.dir, "../../../catalog.yaml") }, host);
+/** The real allowlist plugin's rule: the catalog's listings ask it when the plugin is enabled. */
+const allowlist = (await allowlistPlugin.setup({}, {} as PluginHost)).provides;
+
+/** A host with auth, and with the allowlist plugin when `withAllowlist`. */
+function hostWith(withAllowlist: boolean): PluginHost {
+  const services: Record<string, unknown> = withAllowlist ? { auth, allowlist } : { auth };
+  return {
+    configFile: "plugins-config.yaml",
+    log: silent,
+    has: (name: string) => name in services,
+    service(name: string) {
+      if (!(name in services)) throw new Error(`no ${name}`);
+      return services[name];
+    },
+  } as unknown as PluginHost;
+}
+
+const catalogFile = join(import.meta.dir, "../../../catalog.yaml");
+const instance = await catalogPlugin.setup({ file: catalogFile }, hostWith(true));
 
 function context(model: string, ingress = "openai-chat"): GatewayContext {
   return { request: { model }, ingress: { name: ingress } as WireFormat } as unknown as GatewayContext;
 }
 
-function app() {
+function app(plugin = instance) {
   const server = new Elysia().onError(({ error }) => (error instanceof GatewayError ? errorResponse(error) : undefined));
-  instance.routes!(server, {} as never);
+  plugin.routes!(server, {} as never);
   return server;
 }
 
-async function get(path: string, key?: string) {
+async function get(path: string, key?: string, plugin = instance) {
   const headers = key ? { authorization: `Bearer ${key}` } : undefined;
-  const response = await app().handle(new Request(`http://localhost${path}`, { headers }));
+  const response = await app(plugin).handle(new Request(`http://localhost${path}`, { headers }));
   return { status: response.status, body: (await response.json()) as any };
 }
 
@@ -124,6 +135,12 @@ describe("GET /v1/models", () => {
   it("lists only the key's allowlist", async () => {
     const { body } = await get("/v1/models", "sk-two");
     expect(body.data.map((m: { id: string }) => m.id)).toEqual(["gpt-6-luna", "llama-4-scout-17b-16e-instruct"]);
+  });
+
+  it("lists and shows every model to a limited key when the allowlist plugin is not enabled", async () => {
+    const withoutAllowlist = await catalogPlugin.setup({ file: catalogFile }, hostWith(false));
+    expect((await get("/v1/models", "sk-two", withoutAllowlist)).body.data).toHaveLength(40);
+    expect((await get("/v1/models/claude-opus-5-5", "sk-two", withoutAllowlist)).status).toBe(200);
   });
 });
 
