@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import { swagger } from "@elysiajs/swagger";
+import { apiDocs, healthDocs, readyDocs } from "../openapi/index.ts";
 import type { Stage } from "./pipeline.ts";
 import type { Gateway } from "./plugin.ts";
 import type { ServerConfig } from "./config.ts";
@@ -32,8 +32,8 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
       log.error("unhandled route error", { error: String((error as Error)?.stack ?? error) });
       return errorResponse(new GatewayError("internal error"));
     })
-    .use(swagger({ path: "/swagger", documentation: { info: { title: "AI gateway", version: "1" } } }))
-    .get("/health", () => ({ status: "ok" }), { detail: { summary: "Liveness" } })
+    .use(apiDocs())
+    .get("/health", () => ({ status: "ok" }), { detail: healthDocs })
     .get(
       "/ready",
       async function readiness({ set }) {
@@ -46,7 +46,7 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
         }
         return { status: "ready" };
       },
-      { detail: { summary: "Readiness: every plugin can serve" } },
+      { detail: readyDocs },
     );
   for (const { instance } of stages) instance.routes?.(app, gateway);
   return app;

@@ -21,6 +21,16 @@ import {
 import { parseTimestamp } from "./timestamp.ts";
 import { adminTokenHash, adminTokenMatches } from "./token.ts";
 import { accountView, iso, keyView, listedKeyView, requestRow } from "./views.ts";
+import {
+  createAccountDocs,
+  createKeyDocs,
+  creditAccountDocs,
+  deleteKeyDocs,
+  getAccountDocs,
+  listAccountsDocs,
+  listKeysDocs,
+  listRequestsDocs,
+} from "../../openapi/admin.ts";
 
 /** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
 const MINIMUM_TOP_UP_USD: Partial<Record<string, number>> = { card: 5, usdt: 12 };
@@ -63,7 +73,6 @@ export default definePlugin({
 
     return {
       routes(app) {
-        const detail = (summary: string) => ({ detail: { summary, tags: ["admin"] } });
         // Authenticate before body parsing and validation: without a valid token, every /admin/ request
         // is a 401 (never a 400 that reveals the schema). The per-route requireAdmin stays as a backstop.
         // Then the path's id, for every plugin's admin routes (budget's /plan too), before any reads it.
@@ -98,7 +107,7 @@ export default definePlugin({
               const rows = await store.listAccounts({ limit: limit + 1, q, ...start });
               return listPage(rows, limit, accountView);
             },
-            { query: AccountsQuery, ...detail("Accounts, newest first; q searches names and ids") },
+            { query: AccountsQuery, detail: listAccountsDocs },
           )
           .post(
             "/admin/v1/accounts",
@@ -109,7 +118,7 @@ export default definePlugin({
               set.status = 201;
               return { data: accountView(account) };
             },
-            { body: CreateAccountBody, ...detail("Create an account") },
+            { body: CreateAccountBody, detail: createAccountDocs },
           )
           .get(
             "/admin/v1/accounts/:id",
@@ -129,7 +138,7 @@ export default definePlugin({
                 },
               };
             },
-            { params: IdParams, ...detail("An account and its balance") },
+            { params: IdParams, detail: getAccountDocs },
           )
           .post(
             "/admin/v1/accounts/:id/credits",
@@ -147,7 +156,7 @@ export default definePlugin({
               set.status = 201;
               return { data: { entry_id: result.entryId, balance: nanoToUsd(result.balance), duplicate: result.duplicate } };
             },
-            { params: IdParams, body: CreditBody, ...detail("Credit an account (idempotent on reference)") },
+            { params: IdParams, body: CreditBody, detail: creditAccountDocs },
           )
           .post(
             "/admin/v1/accounts/:id/keys",
@@ -179,7 +188,7 @@ export default definePlugin({
               set.status = 201;
               return { data: { ...keyView(key), key: secret } };
             },
-            { params: IdParams, body: CreateKeyBody, ...detail("Create an API key (the full key is shown only in this answer)") },
+            { params: IdParams, body: CreateKeyBody, detail: createKeyDocs },
           )
           .get(
             "/admin/v1/accounts/:id/keys",
@@ -197,7 +206,7 @@ export default definePlugin({
               const rows = await store.listKeys(params.id, { limit: limit + 1, ...start });
               return listPage(rows, limit, listedKeyView);
             },
-            { params: IdParams, query: KeysQuery, ...detail("An account's API keys, newest first, revoked ones included (labels only, never a key)") },
+            { params: IdParams, query: KeysQuery, detail: listKeysDocs },
           )
           .delete(
             "/admin/v1/keys/:id",
@@ -209,7 +218,7 @@ export default definePlugin({
               auth.forget(key.keyHash);
               return { data: { id: key.id, deleted: true } };
             },
-            { params: IdParams, ...detail("Delete (revoke) an API key at once") },
+            { params: IdParams, detail: deleteKeyDocs },
           )
           .get(
             "/admin/v1/accounts/:id/requests",
@@ -221,7 +230,7 @@ export default definePlugin({
               const last = rows[rows.length - 1];
               return { data: rows.map(requestRow), next_before: rows.length === limit && last ? `${last.createdAt}_${last.id}` : null };
             },
-            { params: IdParams, query: RequestsQuery, ...detail("Per-request log, newest first") },
+            { params: IdParams, query: RequestsQuery, detail: listRequestsDocs },
           )
           // Unknown /admin/ paths end here rather than in the core's 404, so they get their audit line too.
           .all(

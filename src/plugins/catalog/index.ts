@@ -7,6 +7,7 @@ import type { Principal } from "../auth/principal.ts";
 import type { ModelAccess } from "../allowlist/index.ts";
 import { loadCatalog, type Catalog, type CatalogModel } from "./catalog.ts";
 import { CatalogConfigSchema, DEFAULT_CATALOG_FILE } from "./schema.ts";
+import { getModelDocs, listModelsDocs } from "../../openapi/account.ts";
 
 declare module "../../core/plugin.ts" {
   interface Services {
@@ -76,7 +77,7 @@ export default definePlugin({
           const now = new Date();
           const data = visibleModels(catalog, principal, access).map((model) => catalog.listing(model, now));
           return { object: "list", data };
-        });
+        }, { detail: listModelsDocs });
 
         // Wildcard: ids carry no "/", but a prefixed one (meta-llama/...) gets model_not_found, not "no such endpoint".
         app.get("/v1/models/*", async function getModel({ request, params }) {
@@ -89,7 +90,7 @@ export default definePlugin({
             });
           }
           return catalog.listing(model, new Date());
-        });
+        }, { detail: getModelDocs });
       },
     };
   },

@@ -5,6 +5,7 @@ import { createSecondWindowCounter } from "../../core/window-counter.ts";
 import type { Principal } from "../auth/principal.ts";
 import { usageWindow } from "./dates.ts";
 import { creditsView, generationView, keyView, usageReportView } from "./views.ts";
+import { creditsDocs, generationDocs, keyDocs, usageDocs } from "../../openapi/account.ts";
 
 /** A request id (gen-…) or a chat-completion id: printable, no spaces, bounded. */
 const GENERATION_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
@@ -44,7 +45,6 @@ export default definePlugin({
 
     return {
       routes(app) {
-        const detail = (summary: string) => ({ detail: { summary, tags: ["cost and usage"] } });
         app
           .get(
             "/v1/generation",
@@ -61,7 +61,7 @@ export default definePlugin({
                 if (!generation) throw new NotFoundError(`no request "${id}" on this account`);
                 return generationView(generation, principal.key.id);
               }),
-            detail("One request's cost and usage, by x-gateway-request-id or chat-completion id"),
+            { detail: generationDocs },
           )
           .get(
             "/v1/usage",
@@ -78,12 +78,12 @@ export default definePlugin({
                 });
                 return usageReportView(scope, startDay, endDay, rows);
               }),
-            detail("Daily usage by model over at most 92 UTC days"),
+            { detail: usageDocs },
           )
           .get(
             "/v1/credits",
             ({ request }) => serve(request, async (principal) => creditsView(await store.accountTotals(principal.accountId))),
-            detail("Credits, usage and balance of the account"),
+            { detail: creditsDocs },
           )
           .get(
             "/v1/key",
@@ -97,7 +97,7 @@ export default definePlugin({
                 ]);
                 return keyView(key, usage, rateLimits);
               }),
-            detail("The calling key's record"),
+            { detail: keyDocs },
           );
       },
     };

@@ -4,6 +4,7 @@ import { ModelNotAllowedError, UnknownModelError, asGatewayError } from "../../c
 import { anthropicMessages } from "../../formats/anthropic-messages/index.ts";
 import { validateCountTokensRequest } from "../../formats/anthropic-messages/request.ts";
 import { countInputTokens } from "./count-tokens.ts";
+import { countTokensDocs, messagesDocs } from "../../openapi/inference.ts";
 
 /** Ingress: POST /v1/messages (Anthropic Messages, any model family) and POST /v1/messages/count_tokens. */
 export default definePlugin({
@@ -37,19 +38,11 @@ export default definePlugin({
       routes(app, gateway) {
         app.post("/v1/messages", ({ request }) => gateway.handle(request, anthropicMessages), {
           parse: "none",
-          detail: {
-            summary: "Messages (Anthropic format) for every model family, streaming or not",
-            description:
-              "Auth: x-api-key or Authorization: Bearer. anthropic-version is accepted, not required; anthropic-beta is passed to Anthropic upstreams. " +
-              "Headers: x-gateway-request-id on every answer; x-gateway-cost (USD) on non-streaming answers.",
-          },
+          detail: messagesDocs,
         });
         app.post("/v1/messages/count_tokens", ({ request }) => countTokens(request, gateway), {
           parse: "none",
-          detail: {
-            summary: "Input tokens of a Messages request: an upper bound (exact o200k for OpenAI models)",
-            description: "Answers {input_tokens}. Never under-counts, so clients compact their context in time.",
-          },
+          detail: countTokensDocs,
         });
       },
     };
