@@ -4,6 +4,9 @@ import type { Stage } from "./pipeline.ts";
 import type { Gateway } from "./plugin.ts";
 import type { ServerConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
+import { RouteLines } from "./request-line.ts";
+import { REQUEST_ID_HEADER } from "./pipeline.ts";
+import { unservedModels } from "./readiness.ts";
 import {
   GatewayError,
   InvalidRequestError,
@@ -15,22 +18,31 @@ import {
 /** The Elysia app: health, docs, error mapping, the body limit, and every plugin's routes. */
 export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfig, log: Logger) {
   // Bun's own limit is only a backstop for bodies without content-length: ours answers first, with an error body.
+  // Request lines of every route outside the pipeline (the pipeline writes its own, with model and cost).
+  // A hook that refuses a request throws its GatewayError (the line is written here); a Response it returns is
+  // sent as it is, without a line.
+  const lines = new RouteLines(log, (request) => gateway.clientIp(request));
   const app = new Elysia({ serve: { maxRequestBodySize: Math.max(2 * server.max_body_bytes, 128 * 1024 * 1024) } })
     .onRequest(function rejectOversizedBody({ request }) {
+      lines.start(request);
       // Inference endpoints answer this themselves, in the client's wire format (the pipeline checks first).
       if (request.method === "POST" && pathOf(request).startsWith("/v1/")) return;
       const declared = Number(request.headers.get("content-length") ?? "0");
       if (declared > server.max_body_bytes) {
-        return errorResponse(new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${server.max_body_bytes} bytes`));
+        throw new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${server.max_body_bytes} bytes`);
       }
     })
-    .onError(function mapError({ code, error }) {
-      if (error instanceof GatewayError) return errorResponse(error);
-      if (code === "VALIDATION") return errorResponse(validationError(error));
-      if (code === "PARSE") return errorResponse(new InvalidRequestError("request body is not valid JSON"));
-      if (code === "NOT_FOUND") return errorResponse(new NotFoundError("no such endpoint"));
-      log.error("unhandled route error", { error: String((error as Error)?.stack ?? error) });
-      return errorResponse(new GatewayError("internal error"));
+    .onError(function mapError({ code, error, request }) {
+      const failure = gatewayErrorOf(code, error, log);
+      lines.failed(request, failure);
+      return errorResponse(failure);
+    })
+    .onAfterHandle(function writeRequestLine({ request, set, responseValue }) {
+      if (responseValue instanceof Response) {
+        // The pipeline's answers (they carry the request id) are logged by the pipeline, at their end.
+        if (responseValue.headers.has(REQUEST_ID_HEADER)) return;
+        lines.answered(request, responseValue.status, responseValue);
+      } else lines.answered(request, typeof set.status === "number" ? set.status : 200);
     })
     .use(apiDocs())
     .get("/health", () => ({ status: "ok" }), { detail: healthDocs })
@@ -44,7 +56,9 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
             return { status: "unavailable", plugin: name };
           }
         }
-        return { status: "ready" };
+        // Models without a usable provider (no key) leave the gateway ready: it serves every other model.
+        const unserved = Object.fromEntries(Object.entries(unservedModels(stages)).map(([provider, { models }]) => [provider, models]));
+        return Object.keys(unserved).length === 0 ? { status: "ready" } : { status: "ready", unserved };
       },
       { detail: readyDocs },
     );
@@ -62,6 +76,16 @@ export function pathOf(request: Request): string {
 /** The client's address as Bun sees it. */
 export function clientAddress(server: { requestIP(request: Request): { address: string } | null } | null, request: Request): string {
   return server?.requestIP(request)?.address ?? "unknown";
+}
+
+/** What a route's failure is to the client: a GatewayError, Elysia's validation / parse / not-found, else a 500. */
+function gatewayErrorOf(code: unknown, error: unknown, log: Logger): GatewayError {
+  if (error instanceof GatewayError) return error;
+  if (code === "VALIDATION") return validationError(error);
+  if (code === "PARSE") return new InvalidRequestError("request body is not valid JSON");
+  if (code === "NOT_FOUND") return new NotFoundError("no such endpoint");
+  log.error("unhandled route error", { error: String((error as Error)?.stack ?? error) });
+  return new GatewayError("internal error");
 }
 
 function validationError(error: unknown): InvalidRequestError {

@@ -26,19 +26,22 @@ export async function startGateway(
   const env = options.env ?? process.env;
   const config = await loadConfig(options.configFile ?? defaultConfigFile(env), env);
   const now = options.now ?? Date.now;
+  const port = options.port ?? config.server.port;
+  const hostname = config.server.hostname;
+  // Before any plugin opens its database (or generates an admin token into it): a second gateway on the same
+  // port stops here, having touched nothing.
+  probePort(hostname, port, config.file);
   const stages = await setupPlugins(config, env, now, log);
   warnUnserved(stages, log);
   const pipeline = new Pipeline(stages, config.server, log, now);
   const app = createApp(stages, pipeline, config.server, log);
-  const port = options.port ?? config.server.port;
-  const hostname = config.server.hostname;
   try {
     // No SO_REUSEPORT (Elysia's default): a second gateway on a taken port must fail here, not share the
     // port and split the requests between two databases.
     app.listen({ port, hostname, idleTimeout: 0, reusePort: false });
   } catch (error) {
     await closePlugins(stages, log);
-    throw new ListenError(`${config.file}: cannot listen on ${hostPort(hostname, port)}: the port is taken (another gateway, or another program, listens there) or the address is not this machine's; stop it or set server.port / PORT (${(error as Error).message.split("\n")[0]})`, { cause: error });
+    throw listenError(config.file, hostname, port, error);
   }
   const server = app.server!;
   pipeline.attachServer(server);
@@ -67,6 +70,24 @@ export async function startGateway(
 /** The port was taken (or the address is not local): the gateway does not start. */
 export class ListenError extends ConfigError {
   override name = "ListenError";
+}
+
+function listenError(file: string, hostname: string, port: number, error: unknown): ListenError {
+  const detail = String((error as Error)?.message ?? error).split("\n")[0];
+  return new ListenError(
+    `${file}: cannot listen on ${hostPort(hostname, port)}: the port is taken (another gateway, or another program, listens there) or the address is not this machine's; stop it or set server.port / PORT (${detail})`,
+    { cause: error },
+  );
+}
+
+/** Binds the port for a moment and lets it go: fails with a ListenError when it is taken. Port 0 takes any free port. */
+function probePort(hostname: string, port: number, file: string): void {
+  if (port === 0) return;
+  try {
+    Bun.serve({ hostname, port, reusePort: false, fetch: () => new Response(null, { status: 503 }) }).stop(true);
+  } catch (error) {
+    throw listenError(file, hostname, port, error);
+  }
 }
 
 /** `host:port`, brackets around an IPv6 host. */

@@ -160,8 +160,8 @@ export class Pipeline implements Gateway {
       body: {},
       request: { model: "", stream: false, clientWantsStreamUsage: false },
       responseHeaders: {},
-      // Read now: at a stream's end the socket may be gone.
-      log: requestOrigin(request, this.addresses.of(request)) as unknown as Record<string, unknown>,
+      // Read now: at a stream's end the socket may be gone. Not at all when no line is written.
+      log: this.log.quiet ? {} : (requestOrigin(request, this.addresses.of(request)) as unknown as Record<string, unknown>),
     };
   }
 

@@ -79,34 +79,42 @@ export class RouteLines {
   ) {}
 
   start(request: Request): void {
-    this.#started.set(request, performance.now());
+    if (!this.log.quiet) this.#started.set(request, performance.now());
   }
 
   /** A route's answer; an error answer it returned instead of throwing has its code read from the body. */
   answered(request: Request, status: number, response?: Response): void {
-    if (status < 400 || response === undefined) return this.write(request, status, undefined);
+    if (this.log.quiet) return;
+    const origin = requestOrigin(request, this.clientIp(request));
+    if (status < 400 || response === undefined) return this.write(request, origin, status, undefined);
+    // Read now, before the socket (and with it the peer address) is gone: the body's text comes later.
+    const latency = this.latency(request);
     response
       .clone()
       .text()
       .then(readErrorBody, () => undefined)
-      .then((error) => this.write(request, status, error));
+      .then((error) => this.write(request, origin, status, error, latency));
   }
 
   failed(request: Request, error: { status: number; code: string; message: string }): void {
-    this.write(request, error.status, error);
+    if (this.log.quiet) return;
+    this.write(request, requestOrigin(request, this.clientIp(request)), error.status, error);
   }
 
-  private write(request: Request, status: number, error: { code: string; message: string } | undefined): void {
-    if (this.log.quiet) return;
-    const origin = requestOrigin(request, this.clientIp(request));
-    if (status < 400 && PROBES.has(origin.path)) return;
+  private latency(request: Request): number | null {
     const started = this.#started.get(request);
-    const line: Record<string, unknown> = {
-      ...origin,
-      status,
-      ...errorFields(error),
-      latency_ms: started === undefined ? null : Math.round(performance.now() - started),
-    };
+    return started === undefined ? null : Math.round(performance.now() - started);
+  }
+
+  private write(
+    request: Request,
+    origin: RequestOrigin,
+    status: number,
+    error: { code: string; message: string } | undefined,
+    latency = this.latency(request),
+  ): void {
+    if (status < 400 && PROBES.has(origin.path)) return;
+    const line: Record<string, unknown> = { ...origin, status, ...errorFields(error), latency_ms: latency };
     for (const [key, value] of Object.entries(requestLineAnnotations(request) ?? {})) if (!(key in line)) line[key] = value;
     this.log.request(line);
   }
