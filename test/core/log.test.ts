@@ -66,6 +66,16 @@ describe("log redaction", () => {
     expect(line.error).toContain("    at ");
   });
 
+  it("writes an audit line as message \"audit\", scrubbed like a diagnostic line", () => {
+    registerSecret("log-test-audit-token");
+    const { lines, log } = captured();
+    log.audit!({ actor: "admin", action: "key.create", key_id: "key_1", note: "log-test-audit-token", hash: "cd".repeat(32) });
+    const line = JSON.parse(lines[0]!);
+    expect(line).toMatchObject({ level: "info", tag: "test", message: "audit", actor: "admin", action: "key.create", key_id: "key_1" });
+    expect(lines[0]).not.toContain("log-test-audit-token");
+    expect(lines[0]).not.toContain("cd".repeat(32));
+  });
+
   it("writes a revealed line as it is (the admin token shown once)", () => {
     const token = "gwadm-" + "0123456789abcdef".repeat(3);
     const { lines, log } = captured();
