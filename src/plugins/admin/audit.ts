@@ -35,7 +35,7 @@ export interface AnsweredCall {
 }
 
 /**
- * One audit line per admin call (`log.info("audit", …)`): who (the admin, by a fingerprint of its token,
+ * One audit line per admin call (`log.audit`, message "audit"): who (the admin, by a fingerprint of its token,
  * or "anonymous"), what (method, route pattern, action), on what (ids, a credit's reference) and the
  * answer's status. Written when the answer is made, errors included.
  */
@@ -46,7 +46,9 @@ export function createAudit(log: Logger, tokenHash: string) {
 
   function write(request: Request, authenticated: boolean, fields: Record<string, unknown>) {
     const who = authenticated ? { actor: "admin", actor_fingerprint: fingerprint } : { actor: "anonymous" };
-    log.info("audit", { ...who, method: request.method, ...fields });
+    const line = { ...who, method: request.method, ...fields };
+    if (log.audit) log.audit(line);
+    else log.info("audit", line);
   }
 
   return {
