@@ -131,7 +131,8 @@ describe("sandbox mode without any provider key", () => {
     expect(call.type).toBe("function");
     expect(call.id).toMatch(/^call_/);
     expect(call.function.name).toBe("get_weather");
-    expect(JSON.parse(call.function.arguments)).toEqual({ input: "What is the weather in Paris?" });
+    // Arguments valid against the tool's schema: its required city, a string.
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: "sandbox" });
     const cost = usdToNano(response.headers.get("x-gateway-cost")!);
     expect(cost).toBe(expectedCost("claude-sonnet-5-5", plain.usage!));
     expect(await balance()).toBe(before - cost);
@@ -162,7 +163,7 @@ describe("sandbox mode without any provider key", () => {
       ],
     });
     expect(answered.choices[0]!.message.tool_calls ?? []).toHaveLength(0);
-    expect(answered.choices[0]!.message.content).toBe("Sandbox reply from gpt-6-luna. You said: sunny, 21C");
+    expect(answered.choices[0]!.message.content).toBe("Sandbox reply from gpt-6-luna. The tool returned: sunny, 21C");
 
     const none = await client.chat.completions.create({
       model: "gpt-6-luna",

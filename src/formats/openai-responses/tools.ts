@@ -100,14 +100,25 @@ export function isHostedTool(type: unknown): boolean {
   return typeof type === "string" && !CLIENT_TOOL_TYPES.has(type);
 }
 
+/** How the stand-in schema of a custom tool describes its one property (and how it is recognized). */
+const RAW_INPUT = "The tool's raw input (plain text";
+
 /** A custom tool's stand-in schema; its grammar goes in the description so the model knows the raw format. */
 function customToolParameters(format: unknown): Record<string, unknown> {
   const spec = isObject(format) ? (format as Json) : {};
   const description =
     spec.type === "grammar" && typeof spec.definition === "string"
-      ? `The tool's raw input (plain text, not JSON), following this ${String(spec.syntax ?? "")} grammar:\n${spec.definition}`
-      : "The tool's raw input (plain text).";
+      ? `${RAW_INPUT}, not JSON), following this ${String(spec.syntax ?? "")} grammar:\n${spec.definition}`
+      : `${RAW_INPUT}).`;
   return { type: "object", properties: { input: { type: "string", description } }, required: ["input"], additionalProperties: false };
+}
+
+/** Whether a canonical tool's parameters are the stand-in of a custom (freeform) tool: its input is raw text, not JSON. */
+export function isCustomToolParameters(parameters: unknown): boolean {
+  const properties = isObject(parameters) ? (parameters as Json).properties : undefined;
+  if (!isObject(properties) || Object.keys(properties).length !== 1) return false;
+  const description = (properties as Json).input?.description;
+  return typeof description === "string" && description.startsWith(RAW_INPUT);
 }
 
 /** A Responses tool_choice in canonical form; a hosted-tool choice (its tool is dropped) reads as auto. */

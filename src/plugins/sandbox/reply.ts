@@ -1,4 +1,6 @@
 /** The sandbox's simulated upstream: deterministic OpenAI chat answers, streamed or not. Pure. */
+import { exampleFor } from "./json-example.ts";
+import { sandboxToolCall, type ChatTool } from "./tool-call.ts";
 
 interface ChatMessage {
   role: string;
@@ -8,8 +10,9 @@ interface ChatMessage {
 interface ChatBody {
   model: string;
   messages: ChatMessage[];
-  tools?: { type: string; function?: { name: string } }[];
+  tools?: ChatTool[];
   tool_choice?: unknown;
+  response_format?: { type: string; json_schema?: { schema?: unknown } };
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
 }
@@ -33,26 +36,38 @@ function textOf(content: unknown): string {
   return "";
 }
 
-/** Answers with a tool call when tools are offered and the last turn is the user's; otherwise with text. */
+/**
+ * Answers with a call of an offered tool (arguments valid against its schema, see tool-call.ts) when the
+ * user spoke last and no tool result came back since the assistant's last turn; otherwise with text, echoing
+ * the user's words or the tool's output, as JSON valid against `response_format` when one is asked for.
+ */
 export function sandboxReply(body: ChatBody, id: string): SandboxReply {
   const prompt = body.messages.reduce((sum, message) => sum + 4 + sandboxTokens(textOf(message.content)), 0);
-  const last = body.messages[body.messages.length - 1];
-  const tool = body.tools?.find((candidate) => candidate.type === "function" && candidate.function?.name);
-  if (tool && last?.role === "user" && body.tool_choice !== "none") {
-    const args = JSON.stringify({ input: textOf(last.content).slice(0, 80) });
-    const completion = 8 + sandboxTokens(args);
+  const sinceAssistant = body.messages.slice(body.messages.findLastIndex((message) => message.role === "assistant") + 1);
+  const toolResult = sinceAssistant.findLast((message) => message.role === "tool");
+  const call = !toolResult && sinceAssistant.some((message) => message.role === "user") ? sandboxToolCall(body.tools, body.tool_choice) : null;
+  if (call) {
+    const completion = 8 + sandboxTokens(call.arguments);
     return {
       id,
       model: body.model,
       text: null,
-      toolCall: { id: `call_${id.slice(-24)}`, name: tool.function!.name, arguments: args },
+      toolCall: { id: `call_${id.slice(-24)}`, ...call },
       usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
     };
   }
-  const echo = textOf(last?.content).slice(0, 120);
-  const text = `Sandbox reply from ${body.model}. You said: ${echo}`;
+  const echo = textOf((toolResult ?? body.messages.at(-1))?.content).slice(0, 300);
+  const words = `Sandbox reply from ${body.model}. ${toolResult ? "The tool returned" : "You said"}: ${echo}`;
+  const text = structured(body.response_format, words) ?? words;
   const completion = sandboxTokens(text);
   return { id, model: body.model, text, toolCall: null, usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } };
+}
+
+/** The answer as JSON when the request asks for JSON: valid against its json_schema, or an object holding the words. */
+function structured(format: ChatBody["response_format"], words: string): string | undefined {
+  if (format?.type === "json_schema") return JSON.stringify(exampleFor(format.json_schema?.schema ?? {}));
+  if (format?.type === "json_object") return JSON.stringify({ reply: words });
+  return undefined;
 }
 
 export function sandboxCompletion(reply: SandboxReply) {

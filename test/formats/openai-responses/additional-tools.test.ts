@@ -96,8 +96,8 @@ describe("openai-responses additional_tools input items (Codex, OpenAI model nam
   });
 
   it("declares tools for the capability check even with no top-level tools", () => {
-    expect(openaiResponses.decodeRequest(CODEX_OPENAI_TURN).uses.tools).toBe(true);
-    expect(openaiResponses.decodeRequest({ ...CODEX_OPENAI_TURN, input: CODEX_OPENAI_TURN.input.slice(1) }).uses.tools).toBe(false);
+    expect(openaiResponses.decodeRequest(CODEX_OPENAI_TURN).uses!.tools).toBe(true);
+    expect(openaiResponses.decodeRequest({ ...CODEX_OPENAI_TURN, input: CODEX_OPENAI_TURN.input.slice(1) }).uses!.tools).toBe(false);
   });
 
   it("refuses an additional_tools item without a tools array, naming the field", () => {
@@ -130,7 +130,7 @@ describe("openai-responses additional_tools input items (Codex, OpenAI model nam
         { type: "tool_call", id: "call_s", name: "clock__sleep", arguments: '{"duration_ms":1}' },
       ],
       finishReason: "tool_calls",
-      usage: { inputTokens: 10, outputTokens: 5 },
+      usage: { inputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: 5, reasoningTokens: 0 },
     };
     expect((translation.encodeResponse(response, responsesCtx(CODEX_OPENAI_TURN)) as Json).output).toEqual([
       { type: "custom_tool_call", id: expect.stringMatching(/^ctc_/), status: "completed", call_id: "call_e", name: "exec", namespace: "functions", input: 'text("hi")' },
