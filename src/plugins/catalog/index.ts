@@ -96,13 +96,36 @@ export default definePlugin({
   },
 });
 
-function unknownModel(catalog: Catalog, id: string): UnknownModelError {
+/**
+ * The 400 for an id that is not in the catalog. A `claude-...` id is most likely Claude Code's own default
+ * (claude-opus-4-8, claude-haiku-4-5-20251001, ...): the message names the variable that replaces it.
+ */
+export function unknownModel(catalog: Catalog, id: string): UnknownModelError {
   const suggestion = catalog.suggest(id);
   const hint = suggestion ? ` Did you mean \`${suggestion}\`?` : "";
   return new UnknownModelError(
-    `The model \`${clip(id)}\` does not exist. Model ids are case-sensitive and carry no provider prefix; see GET /v1/models.${hint}`,
+    `The model \`${clip(id)}\` does not exist. Model ids are case-sensitive and carry no provider prefix; see GET /v1/models.${hint}${claudeCodeHint()}`,
     { param: "model" },
   );
+
+  function claudeCodeHint(): string {
+    if (!id.startsWith("claude-")) return "";
+    const roles: Record<string, string> = {
+      opus: "its main model when ANTHROPIC_MODEL is not set, and its `opus` alias",
+      sonnet: "its `sonnet` alias",
+      haiku: "its `haiku` alias, background calls and Explore subagents",
+      fable: "its `fable` alias",
+    };
+    const alias = Object.keys(roles).find((word) => id.includes(word));
+    const chat = catalog.all().filter((model) => model.kind === "chat");
+    const example = (alias && chat.find((model) => model.family === "anthropic" && model.id.includes(alias))) || chat.find((model) => model.family === "anthropic") || chat[0];
+    const like = example ? ` such as ${example.id}` : "";
+    const every = "docs/coding-agents.md lists every model variable Claude Code reads";
+    if (!alias) return ` Claude Code: set ANTHROPIC_MODEL to a catalog id${like}; ${every}.`;
+    const variable = `ANTHROPIC_DEFAULT_${alias.toUpperCase()}_MODEL`;
+    const also = alias === "opus" ? " (and ANTHROPIC_MODEL)" : "";
+    return ` Claude Code asks for this id when ${variable} is not set (${roles[alias]}): set it${also} to a catalog id${like}; ${every}.`;
+  }
 }
 
 /** The models a key may call: every one, unless the allowlist plugin is enabled and its rule says otherwise. */

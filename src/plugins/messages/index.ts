@@ -1,8 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin, type Gateway } from "../../core/plugin.ts";
-import { ModelNotAllowedError, UnknownModelError, asGatewayError } from "../../core/errors.ts";
+import { ModelNotAllowedError, asGatewayError } from "../../core/errors.ts";
 import { anthropicMessages } from "../../formats/anthropic-messages/index.ts";
 import { validateCountTokensRequest } from "../../formats/anthropic-messages/request.ts";
+import { unknownModel } from "../catalog/index.ts";
 import { countInputTokens } from "./count-tokens.ts";
 import { countTokensDocs, messagesDocs } from "../../openapi/inference.ts";
 
@@ -21,9 +22,7 @@ export default definePlugin({
         const principal = await auth.authenticate(request.headers);
         const body = validateCountTokensRequest(await gateway.readJson(request));
         const model = catalog.get(body.model);
-        if (!model) {
-          throw new UnknownModelError(`The model \`${body.model.slice(0, 200)}\` does not exist; see GET /v1/models`, { param: "model" });
-        }
+        if (!model) throw unknownModel(catalog, body.model);
         const allowed = principal.key.models;
         if (allowed && !allowed.includes(model.id)) {
           throw new ModelNotAllowedError(`this API key may not call model "${model.id}"; its allowlist is: ${allowed.join(", ")}`, { param: "model" });
