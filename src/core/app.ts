@@ -1,4 +1,4 @@
-import { Elysia } from "elysia";
+import { Elysia, StatusMap } from "elysia";
 import { apiDocs, healthDocs, readyDocs } from "../openapi/index.ts";
 import type { Stage } from "./pipeline.ts";
 import type { Gateway } from "./plugin.ts";
@@ -42,7 +42,7 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
         // The pipeline's answers (they carry the request id) are logged by the pipeline, at their end.
         if (responseValue.headers.has(REQUEST_ID_HEADER)) return;
         lines.answered(request, responseValue.status, responseValue);
-      } else lines.answered(request, typeof set.status === "number" ? set.status : 200);
+      } else lines.answered(request, typeof set.status === "number" ? set.status : ((StatusMap as Record<string, number>)[set.status ?? ""] ?? 200));
     })
     .use(apiDocs())
     .get("/health", () => ({ status: "ok" }), { detail: healthDocs })
@@ -71,11 +71,6 @@ export function pathOf(request: Request): string {
   const url = request.url;
   const start = url.indexOf("/", url.indexOf("//") + 2);
   return start === -1 ? "/" : url.slice(start);
-}
-
-/** The client's address as Bun sees it. */
-export function clientAddress(server: { requestIP(request: Request): { address: string } | null } | null, request: Request): string {
-  return server?.requestIP(request)?.address ?? "unknown";
 }
 
 /** What a route's failure is to the client: a GatewayError, Elysia's validation / parse / not-found, else a 500. */
