@@ -219,3 +219,39 @@ describe.skipIf(!CODEX)("Codex CLI (codex exec) through the gateway, one shell t
     });
   }
 });
+
+describe.skipIf(!CODEX)("Codex's own request for an OpenAI model name, on translated routes", () => {
+  it("declares its tools in an additional_tools input item, and the gateway translates them to Chat and Messages tools", async () => {
+    const { key } = await g.t.newAccountWithKey({ credit: 50 });
+    g.fake.reset();
+    const plain = await runCodex("gpt-6-luna", "Say hello.", key);
+    expectSuccess(plain, "gpt-6-luna");
+    const [captured] = completionRequests(g.fake);
+    expect(captured!.body.input[0].type).toBe("additional_tools");
+    expect(Array.isArray(captured!.body.input[0].tools)).toBe(true);
+    expect(captured!.body.tools ?? []).toEqual([]);
+    const declared = declaredTools(captured!.body).map((tool) => tool.name);
+    expect(declared).toContain("exec");
+
+    // The same body, sent to models the gateway translates for (before: 400 'input.0 is a "additional_tools" item').
+    for (const { model, path } of [
+      { model: "deepseek-flash", path: "/v1/chat/completions" },
+      { model: "claude-sonnet-5-5", path: "/v1/messages" },
+    ]) {
+      g.fake.reset();
+      const response = await fetch(`${g.t.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ ...captured!.body, model, stream: false }),
+      });
+      expect(response.status).toBe(200);
+      expect(((await response.json()) as any).output.at(-1).content[0].text).toBe(`Hello from ${model}.`);
+      const [upstream] = completionRequests(g.fake);
+      expect(upstream!.path.split("?")[0]).toBe(path);
+      const names = declaredTools(upstream!.body).map((tool) => tool.name);
+      // Namespaced tools travel as <namespace>__<name>: every declared tool, once.
+      expect(names.map((name) => name.split("__").at(-1)).sort()).toEqual([...declared].sort());
+      expect(names).toContain("functions__exec");
+    }
+  });
+});
