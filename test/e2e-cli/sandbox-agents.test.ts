@@ -77,14 +77,14 @@ function resultOf(stdout: string): any {
   }
 }
 
-async function runCodex(prompt: string, config: string, key: string): Promise<CliRun & { lastMessage: string | null }> {
+async function runCodex(prompt: string, config: string, key: string, extra: string[] = []): Promise<CliRun & { lastMessage: string | null }> {
   const codexHome = tempDir("codex-home-");
   const home = tempDir("codex-user-");
   const work = tempDir("codex-work-");
   try {
     writeFileSync(join(codexHome.path, "config.toml"), config);
     const last = join(codexHome.path, "last-message.txt");
-    const args = ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--ephemeral", "--color", "never", "--output-last-message", last, prompt];
+    const args = ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--ephemeral", "--color", "never", "--output-last-message", last, ...extra, prompt];
     const run = await runCli(CODEX!, args, { cwd: work.path, env: cliEnv(home.path, { CODEX_HOME: codexHome.path, GATEWAY_KEY: key }) });
     let lastMessage: string | null = null;
     try {
@@ -177,6 +177,34 @@ describe.skipIf(!CODEX)("Codex CLI (codex exec) in sandbox mode, with the config
       }
     });
   }
+});
+
+describe.skipIf(!CODEX)("Codex CLI (codex exec --output-schema) in sandbox mode", () => {
+  it("ends with a final answer valid against the schema (Responses text.format)", async () => {
+    const { key } = await t.newAccountWithKey({ credit: 20 });
+    const dir = tempDir("codex-schema-");
+    try {
+      const schema = {
+        type: "object",
+        properties: { summary: { type: "string", minLength: 1 }, files: { type: "array", items: { type: "string" }, minItems: 1 }, status: { enum: ["ok", "failed"] } },
+        required: ["summary", "files", "status"],
+        additionalProperties: false,
+      };
+      const file = join(dir.path, "schema.json");
+      writeFileSync(file, JSON.stringify(schema));
+      const run = await runCodex("Summarize the work as JSON.", codexConfig(), key, ["--output-schema", file]);
+      if (run.code !== 0 || run.timedOut) throw new Error(`codex exec --output-schema failed in sandbox mode:\n${describeRun(run)}`);
+      const answer = JSON.parse(run.lastMessage ?? "null");
+      expect(Object.keys(answer).sort()).toEqual(["files", "status", "summary"]);
+      expect(typeof answer.summary).toBe("string");
+      expect(answer.summary.length).toBeGreaterThan(0);
+      expect(answer.files.length).toBeGreaterThanOrEqual(1);
+      expect(answer.files.every((item: unknown) => typeof item === "string")).toBe(true);
+      expect(["ok", "failed"]).toContain(answer.status);
+    } finally {
+      dir.remove();
+    }
+  });
 });
 
 it("never reached an upstream", () => {
