@@ -1,3 +1,4 @@
+import { StatusMap } from "elysia";
 import type { Logger } from "../../core/log.ts";
 
 /** What an admin call acted on, as its audit line names it. Ids and references only: never a key, a token or a hash. */
@@ -65,7 +66,7 @@ export function createAudit(log: Logger, tokenHash: string) {
     /** For Elysia's mapResponse hook: the line of a routed /admin/ call, with the status of its answer or its error. */
     answered({ request, route, params, set, responseValue }: AnsweredCall): void {
       if (route === undefined || !route.startsWith("/admin/")) return;
-      const status = responseValue instanceof Response ? responseValue.status : typeof set.status === "number" ? set.status : 200;
+      const status = responseValue instanceof Response ? responseValue.status : statusNumber(set.status);
       write(request, true, {
         route,
         action: actionOf(request.method, route),
@@ -75,6 +76,12 @@ export function createAudit(log: Logger, tokenHash: string) {
       });
     },
   };
+}
+
+/** `set.status` as a number: a route may name it (`set.status = "Created"`). */
+function statusNumber(status: number | string | undefined): number {
+  if (typeof status === "number") return status;
+  return (StatusMap as Record<string, number>)[status ?? ""] ?? 200;
 }
 
 function actionOf(method: string, route: string): string | null {
