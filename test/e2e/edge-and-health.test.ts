@@ -24,10 +24,15 @@ describe("health, readiness, docs, unknown paths", () => {
     expect(await response.json()).toEqual({ status: "ok" });
   });
 
-  it("GET /ready answers 200 once every plugin can serve", async () => {
+  it("GET /ready answers 200 once every plugin can serve, naming the models of providers that have no key", async () => {
     const response = await fetch(`${t.url}/ready`);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ status: "ready" });
+    const body = await response.json();
+    expect(body.status).toBe("ready");
+    // This gateway has keys for OpenAI, DeepSeek and xAI only (test/helpers/gateway.ts).
+    expect(Object.keys(body.unserved).sort()).toEqual(["anthropic", "gemini", "groq", "mistral", "moonshot", "qwen", "zai"]);
+    expect(body.unserved.anthropic).toContain("claude-sonnet-5-5");
+    expect(body.unserved.openai).toBeUndefined();
   });
 
   it("/swagger serves the OpenAPI UI", async () => {
