@@ -28,6 +28,7 @@ interface Seen {
   listed: string[];
   oneStatus: (id: string) => Promise<number>;
   chatStatus: (model: string) => Promise<number>;
+  countTokensStatus: (model: string) => Promise<number>;
 }
 
 /** A key limited to ALLOWED: what the listings show it and what its calls answer. */
@@ -49,6 +50,15 @@ async function limitedKey(t: TestGateway): Promise<Seen> {
       await response.text();
       return response.status;
     },
+    async countTokensStatus(model) {
+      const response = await fetch(`${t.url}/v1/messages/count_tokens`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] }),
+      });
+      await response.text();
+      return response.status;
+    },
   };
 }
 
@@ -60,13 +70,15 @@ describe("model listings follow the allowlist plugin", () => {
     });
     afterAll(() => t.stop());
 
-    it("lists, shows and serves a limited key only its models", async () => {
+    it("lists, shows, counts and serves a limited key only its models", async () => {
       const seen = await limitedKey(t);
       expect(seen.listed).toEqual([ALLOWED]);
       expect(await seen.oneStatus(ALLOWED)).toBe(200);
       expect(await seen.oneStatus(OTHER)).toBe(404);
       expect(await seen.chatStatus(ALLOWED)).toBe(200);
       expect(await seen.chatStatus(OTHER)).toBe(403);
+      expect(await seen.countTokensStatus(ALLOWED)).toBe(200);
+      expect(await seen.countTokensStatus(OTHER)).toBe(403);
     });
   });
 
@@ -82,13 +94,14 @@ describe("model listings follow the allowlist plugin", () => {
       rmSync(dir, { recursive: true, force: true });
     });
 
-    it("lists, shows and serves a limited key every model, as its calls are not limited", async () => {
+    it("lists, shows, counts and serves a limited key every model, as its calls are not limited", async () => {
       const seen = await limitedKey(t);
       expect(seen.listed).toHaveLength(CATALOG_SIZE);
       expect(seen.listed).toContain(OTHER);
       expect(await seen.oneStatus(OTHER)).toBe(200);
       expect(await seen.chatStatus(OTHER)).toBe(200);
       expect(await seen.chatStatus(ALLOWED)).toBe(200);
+      expect(await seen.countTokensStatus(OTHER)).toBe(200);
     });
   });
 });

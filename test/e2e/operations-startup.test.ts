@@ -87,6 +87,13 @@ describe("providers without a key", () => {
     await waitFor(() => jsonLines(gateway).some((line) => line.message === "gateway listening"), 5_000, "the start line");
     expect(jsonLines(gateway).filter((line) => line.level === "warn")).toEqual([]);
   });
+  it("in sandbox mode with no key: every model is served, so no warning and the plain ready body", async () => {
+    const gateway = spawn({ GATEWAY_SANDBOX: "true" });
+    await untilReady(gateway);
+    expect(await (await fetch(`${gateway.url}/ready`)).json()).toEqual({ status: "ready" });
+    await waitFor(() => jsonLines(gateway).some((line) => line.message === "gateway listening"), 5_000, "the start line");
+    expect(jsonLines(gateway).filter((line) => line.level === "warn" && line.provider !== undefined)).toEqual([]);
+  });
 });
 
 describe("the start line", () => {

@@ -4,6 +4,7 @@ import { ModelNotAllowedError, asGatewayError } from "../../core/errors.ts";
 import { anthropicMessages } from "../../formats/anthropic-messages/index.ts";
 import { validateCountTokensRequest } from "../../formats/anthropic-messages/request.ts";
 import { unknownModel } from "../catalog/index.ts";
+import type { ModelAccess } from "../allowlist/index.ts";
 import { countInputTokens } from "./count-tokens.ts";
 import { countTokensDocs, messagesDocs } from "../../openapi/inference.ts";
 
@@ -15,6 +16,7 @@ export default definePlugin({
   setup(_config, host) {
     const auth = host.service("auth");
     const catalog = host.service("catalog");
+    let access: ModelAccess | undefined;
 
     /** count_tokens: authenticated, validated like a Messages request, answered with an upper bound. */
     async function countTokens(request: Request, gateway: Gateway): Promise<Response> {
@@ -23,9 +25,8 @@ export default definePlugin({
         const body = validateCountTokensRequest(await gateway.readJson(request));
         const model = catalog.get(body.model);
         if (!model) throw unknownModel(catalog, body.model);
-        const allowed = principal.key.models;
-        if (allowed && !allowed.includes(model.id)) {
-          throw new ModelNotAllowedError(`this API key may not call model "${model.id}"; its allowlist is: ${allowed.join(", ")}`, { param: "model" });
+        if (access && !access.allows(principal, model.id)) {
+          throw new ModelNotAllowedError(`this API key may not call model "${model.id}"; its allowlist is: ${principal.key.models!.join(", ")}`, { param: "model" });
         }
         return Response.json({ input_tokens: countInputTokens(body as Record<string, unknown>, model.family) });
       } catch (error) {
@@ -35,6 +36,8 @@ export default definePlugin({
 
     return {
       routes(app, gateway) {
+        // count_tokens follows the rule requests follow: the allowlist plugin's, only when it is enabled.
+        access = host.has("allowlist") ? host.service("allowlist") : undefined;
         app.post("/v1/messages", ({ request }) => gateway.handle(request, anthropicMessages), {
           parse: "none",
           detail: messagesDocs,

@@ -14,6 +14,7 @@ export default definePlugin({
   setup() {
     const provider: Provider = {
       formats: [openaiChat, openaiImages],
+      servesEveryModel: true, // no provider key is missing while the sandbox answers (start-up log, GET /ready)
       buildBody: (ctx, format) => upstreamBodyFor(ctx, format, ctx.target!.upstreamModel),
       async send(ctx, body, format) {
         if (format === openaiImages) return Response.json(sandboxImages(body));
