@@ -27,7 +27,7 @@ describe("health, readiness, docs, unknown paths", () => {
   it("GET /ready answers 200 once every plugin can serve, naming the models of providers that have no key", async () => {
     const response = await fetch(`${t.url}/ready`);
     expect(response.status).toBe(200);
-    const body = await response.json();
+    const body = (await response.json()) as { status: string; unserved: Record<string, string[]> };
     expect(body.status).toBe("ready");
     // This gateway has keys for OpenAI, DeepSeek and xAI only (test/helpers/gateway.ts).
     expect(Object.keys(body.unserved).sort()).toEqual(["anthropic", "gemini", "groq", "mistral", "moonshot", "qwen", "zai"]);
