@@ -126,10 +126,20 @@ export function countPromptTokens(body: Record<string, unknown>, exactTokenizer:
  * ratio): the admission bound adds them to `countPromptTokens`.
  */
 export function toolPromptOverhead(body: Record<string, unknown>): number {
-  let tools = 0;
-  if (Array.isArray(body.tools)) tools += body.tools.length;
-  if (Array.isArray(body.functions)) tools += body.functions.length;
+  let tools = leafTools(body.tools) + leafTools(body.functions);
+  // Responses: Codex declares its tools in `additional_tools` input items (namespaces hold more tools).
+  if (Array.isArray(body.input)) {
+    for (const item of body.input as { type?: unknown; tools?: unknown }[]) if (item?.type === "additional_tools") tools += leafTools(item.tools);
+  }
   return tools === 0 ? 0 : TOOLS_OVERHEAD + PER_TOOL * tools;
+}
+
+/** Tools in a declaration list, a namespace's own tools counted one by one. */
+function leafTools(list: unknown): number {
+  if (!Array.isArray(list)) return 0;
+  let count = 0;
+  for (const tool of list as { tools?: unknown }[]) count += Array.isArray(tool?.tools) ? leafTools(tool.tools) : 1;
+  return count;
 }
 
 /** Request fields besides `messages` whose strings reach the model (every wire format's). */

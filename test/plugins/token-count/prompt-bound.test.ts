@@ -49,6 +49,18 @@ describe("prompt bound", () => {
     expect(toolPromptOverhead({ tools: [{ name: "a" }, { name: "b" }] })).toBeGreaterThan(toolPromptOverhead({ tools: [{ name: "a" }] }));
   });
 
+  it("counts the tools Codex declares in additional_tools input items, a namespace's tools one by one, like top-level tools", () => {
+    const flat = { tools: [{ name: "exec" }, { name: "wait" }, { name: "clock_now" }] };
+    const codex = {
+      input: [
+        { type: "additional_tools", tools: [{ type: "namespace", name: "functions", tools: [{ name: "exec" }, { name: "wait" }] }, { name: "clock_now" }] },
+        { role: "user", content: "hi" },
+      ],
+    };
+    expect(toolPromptOverhead(codex)).toBe(toolPromptOverhead(flat));
+    expect(toolPromptOverhead({ input: [{ role: "user", content: "hi" }] })).toBe(0);
+  });
+
   it("frames every Responses input item like a message", () => {
     const items = (n: number) => Array.from({ length: n }, () => ({ role: "user", content: [{ type: "input_text", text: "x" }] }));
     expect(countPromptTokens({ input: items(10) }, true) - countPromptTokens({ input: items(1) }, true)).toBeGreaterThanOrEqual(9 * (4 + o200k("x")));
