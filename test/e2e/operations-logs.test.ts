@@ -156,6 +156,17 @@ describe("request lines of routes outside the pipeline", () => {
     expect(written.slice(from).join("")).not.toContain(ADMIN_TOKEN);
   });
 
+  it("an admin call with a wrong token: its 401 line beside its audit line, the token in neither", async () => {
+    const from = written.length;
+    const { status, line } = await lineOf("/admin/v1/accounts", { headers: { authorization: "Bearer wrong-admin-token-0123456789" } });
+    expect(status).toBe(401);
+    expect(line).toMatchObject({ method: "GET", path: "/admin/v1/accounts", client_ip: "127.0.0.1", status: 401, error_code: expect.any(String) });
+    const audit = written.slice(from).map((entry) => JSON.parse(entry)).filter((entry) => entry.message === "audit");
+    expect(audit).toHaveLength(1);
+    expect(audit[0]).toMatchObject({ status: 401 });
+    expect(written.slice(from).join("")).not.toContain("wrong-admin-token-0123456789");
+  });
+
   it("an admin body that fails validation: 400 invalid_request", async () => {
     const { status, line } = await lineOf("/admin/v1/accounts", {
       method: "POST",

@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { pathOf } from "../../core/app.ts";
-import { AuthenticationError, InvalidRequestError, NotFoundError, errorResponse, type GatewayError } from "../../core/errors.ts";
+import { AuthenticationError, InvalidRequestError, NotFoundError, type GatewayError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
 import { createAudit, type AnsweredCall } from "./audit.ts";
@@ -85,9 +85,8 @@ export default definePlugin({
             authenticated = true;
             checkPathId(path);
           } catch (error) {
-            const answer = errorResponse(error as GatewayError);
-            audit.refused(request, answer.status, authenticated);
-            return answer;
+            audit.refused(request, (error as GatewayError).status, authenticated);
+            throw error; // the app answers it and writes the request line
           }
         });
         // Every routed /admin/ call's audit line, this plugin's routes and later plugins' (budget's) alike.
