@@ -1,9 +1,8 @@
-import { Elysia, type DocumentDecoration } from "elysia";
+import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { Type } from "@sinclair/typebox";
 import { componentSchemas, publicOperation, securitySchemes } from "./operation.ts";
 import { scalarBundle } from "./assets.ts";
-import { buyPlanDocs, fundsDocs, listPlansDocs } from "./admin.ts";
 
 /** Where the UI and the document are served (the paths /swagger and /swagger/json are kept from @elysiajs/swagger). */
 export const DOCS_PATH = "/swagger";
@@ -33,18 +32,8 @@ export const readyDocs = publicOperation({
 });
 
 /**
- * Routes other modules register without docs of their own: documented here, keyed by method and path,
- * until their `detail` carries them (the budget plugin's /admin routes).
- */
-const DOCUMENTED_HERE: Record<string, DocumentDecoration> = {
-  "get /admin/v1/plans": listPlansDocs,
-  "post /admin/v1/accounts/{id}/plan": buyPlanDocs,
-  "get /admin/v1/accounts/{id}/funds": fundsDocs,
-};
-
-/**
  * The API docs: the OpenAPI 3.1 document at /swagger/json, built from every route's `detail`, and the
- * Scalar UI at /swagger with its script served by the gateway itself (pinned in package.json), so the
+ * Scalar UI at /swagger with its script served by the gateway itself (vendored at a pinned version in ./vendor), so the
  * page works offline and sends nothing to a CDN.
  */
 export function apiDocs() {
@@ -110,19 +99,14 @@ interface OpenApiDocument {
 
 /**
  * The plugin's document, finished: a wildcard route (`/v1/models/*`, whose ids may hold a slash) is
- * listed under the path parameter its docs name (`/v1/models/{id}`), and routes documented here get their docs.
+ * listed under the path parameter its docs name (`/v1/models/{id}`).
  */
 export function completeDocument(document: OpenApiDocument): OpenApiDocument {
   const paths: OpenApiDocument["paths"] = {};
   for (const [path, item] of Object.entries(document.paths)) {
     const name = path.endsWith("/*") ? wildcardName(item) : undefined;
     const documentedPath = name ? `${path.slice(0, -1)}{${name}}` : path;
-    const methods: Record<string, Record<string, unknown>> = {};
-    for (const [method, operation] of Object.entries(item)) {
-      const here = DOCUMENTED_HERE[`${method} ${documentedPath}`] as Record<string, unknown> | undefined;
-      methods[method] = here && !operation.responses ? { ...here, ...operation, responses: here.responses, security: here.security } : operation;
-    }
-    paths[documentedPath] = methods;
+    paths[documentedPath] = item;
   }
   return { ...document, paths };
 }

@@ -7,6 +7,7 @@ import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import type { Funds, PlanCycle, ReservationInput } from "../storage/repository.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
+import { buyPlanDocs, fundsDocs, listPlansDocs } from "../../openapi/admin.ts";
 
 /** What the budget offers metering (`host.service("budget")`). */
 export interface BudgetService {
@@ -224,7 +225,7 @@ export default definePlugin({
       },
       routes(app) {
         // Under /admin/: the admin plugin's token check guards it before parsing.
-        app.get("/admin/v1/plans", () => ({ data: config.plans }), { detail: { summary: "Configured plans", tags: ["admin"] } });
+        app.get("/admin/v1/plans", () => ({ data: config.plans }), { detail: listPlansDocs });
         app.post(
           "/admin/v1/accounts/:id/plan",
           async ({ params, body, set }) => {
@@ -251,7 +252,7 @@ export default definePlugin({
               plan: t.String({ minLength: 1 }),
               funding: t.Union([t.Literal("balance"), t.Literal("card")], { error: "funding must be balance or card" }),
             }),
-            detail: { summary: "Buy a plan cycle: balance (one non-renewing 30-day cycle per account) or card (recurring)", tags: ["admin"] },
+            detail: buyPlanDocs,
           },
         );
         app.get(
@@ -265,7 +266,7 @@ export default definePlugin({
           },
           {
             query: t.Object({ key_id: t.Optional(t.String({ minLength: 1 })) }),
-            detail: { summary: "What a request may hold now: the balance, the key's room and the plan windows, each less every live hold", tags: ["admin"] },
+            detail: fundsDocs,
           },
         );
       },
