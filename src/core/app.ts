@@ -1,7 +1,7 @@
 import { Elysia, StatusMap } from "elysia";
 import { apiDocs, healthDocs, readyDocs } from "../openapi/index.ts";
 import type { Stage } from "./pipeline.ts";
-import type { Gateway } from "./plugin.ts";
+import type { Gateway, RouteAnswer } from "./plugin.ts";
 import type { ServerConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import { RouteLines } from "./request-line.ts";
@@ -22,6 +22,10 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
   // A hook that refuses a request throws its GatewayError (the line is written here); a Response it returns is
   // sent as it is, without a line.
   const lines = new RouteLines(log, (request) => gateway.clientIp(request));
+  const observers = stages.flatMap(({ instance }) => (instance.routeAnswered ? [instance.routeAnswered.bind(instance)] : []));
+  const tellObservers = (request: Request, route: string | undefined, params: unknown, status: number) => {
+    for (const observe of observers) observe({ request, route, params: params as RouteAnswer["params"], status });
+  };
   const app = new Elysia({ serve: { maxRequestBodySize: Math.max(2 * server.max_body_bytes, 128 * 1024 * 1024) } })
     .onRequest(function rejectOversizedBody({ request }) {
       lines.start(request);
@@ -32,17 +36,24 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
         throw new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${server.max_body_bytes} bytes`);
       }
     })
-    .onError(function mapError({ code, error, request }) {
+    .onError(function mapError({ code, error, request, route, params }) {
       const failure = gatewayErrorOf(code, error, log);
       lines.failed(request, failure);
+      tellObservers(request, route, params, failure.status);
       return errorResponse(failure);
     })
-    .onAfterHandle(function writeRequestLine({ request, set, responseValue }) {
+    .onAfterHandle(function writeRequestLine({ request, set, responseValue, route, params }) {
+      let status: number;
       if (responseValue instanceof Response) {
         // The pipeline's answers (they carry the request id) are logged by the pipeline, at their end.
         if (responseValue.headers.has(REQUEST_ID_HEADER)) return;
-        lines.answered(request, responseValue.status, responseValue);
-      } else lines.answered(request, typeof set.status === "number" ? set.status : ((StatusMap as Record<string, number>)[set.status ?? ""] ?? 200));
+        status = responseValue.status;
+        lines.answered(request, status, responseValue);
+      } else {
+        status = typeof set.status === "number" ? set.status : ((StatusMap as Record<string, number>)[set.status ?? ""] ?? 200);
+        lines.answered(request, status);
+      }
+      tellObservers(request, route, params, status);
     })
     .use(apiDocs())
     .get("/health", () => ({ status: "ok" }), { detail: healthDocs })

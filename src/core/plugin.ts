@@ -73,6 +73,14 @@ export interface PluginHost {
   secret(value: string | undefined): void;
 }
 
+/** An answer of a route outside the pipeline: the route pattern and path parameters when one matched. */
+export interface RouteAnswer {
+  request: Request;
+  route: string | undefined;
+  params: Record<string, string | undefined> | undefined;
+  status: number;
+}
+
 export interface PluginInstance<Provides = unknown> {
   /** Offered to later plugins as `host.service(<plugin name>)`. */
   provides?: Provides;
@@ -95,6 +103,11 @@ export interface PluginInstance<Provides = unknown> {
   onComplete?(ctx: GatewayContext, outcome: Outcome): void | Promise<void>;
   /** Extra HTTP routes (admin, cost API, ingress endpoints). */
   routes?(app: AnyElysia, gateway: Gateway): void;
+  /**
+   * Told of every answer of a route outside the pipeline, errors included (e.g. the admin audit). The app
+   * calls it from the hooks it runs anyway: a plugin's own global hook would cost every request.
+   */
+  routeAnswered?(answer: RouteAnswer): void;
   /** Readiness: false keeps GET /ready at 503. */
   ready?(): boolean | Promise<boolean>;
   /** Graceful shutdown, in reverse pipeline order, after in-flight requests drained. */

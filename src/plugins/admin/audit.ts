@@ -1,5 +1,5 @@
-import { StatusMap } from "elysia";
 import type { Logger } from "../../core/log.ts";
+import type { RouteAnswer } from "../../core/plugin.ts";
 
 /** What an admin call acted on, as its audit line names it. Ids and references only: never a key, a token or a hash. */
 export interface AuditTargets {
@@ -25,15 +25,6 @@ const ACTIONS: Readonly<Record<string, string>> = {
   "POST /admin/v1/accounts/:id/plan": "plan.purchase",
   "GET /admin/v1/accounts/:id/funds": "funds.show",
 };
-
-/** What Elysia's mapResponse hook is given (the subset read here). */
-export interface AnsweredCall {
-  request: Request;
-  route?: string;
-  params?: Record<string, string | undefined>;
-  set: { status?: number | string };
-  responseValue?: unknown;
-}
 
 /**
  * One audit line per admin call (`log.audit`, message "audit"): who (the admin, by a fingerprint of its token,
@@ -63,10 +54,9 @@ export function createAudit(log: Logger, tokenHash: string) {
       write(request, authenticated, { route: null, action: null, status });
     },
 
-    /** For Elysia's mapResponse hook: the line of a routed /admin/ call, with the status of its answer or its error. */
-    answered({ request, route, params, set, responseValue }: AnsweredCall): void {
+    /** The line of a routed /admin/ call, with the status of its answer or its error (the app tells every route's). */
+    answered({ request, route, params, status }: RouteAnswer): void {
       if (route === undefined || !route.startsWith("/admin/")) return;
-      const status = responseValue instanceof Response ? responseValue.status : statusNumber(set.status);
       write(request, true, {
         route,
         action: actionOf(request.method, route),
@@ -76,12 +66,6 @@ export function createAudit(log: Logger, tokenHash: string) {
       });
     },
   };
-}
-
-/** `set.status` as a number: a route may name it (`set.status = "Created"`). */
-function statusNumber(status: number | string | undefined): number {
-  if (typeof status === "number") return status;
-  return (StatusMap as Record<string, number>)[status ?? ""] ?? 200;
 }
 
 function actionOf(method: string, route: string): string | null {

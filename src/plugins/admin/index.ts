@@ -4,7 +4,7 @@ import { pathOf } from "../../core/app.ts";
 import { AuthenticationError, InvalidRequestError, NotFoundError, type GatewayError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
-import { createAudit, type AnsweredCall } from "./audit.ts";
+import { createAudit } from "./audit.ts";
 import { listPage, listParams, parseListCursor, parseListLimit, parseSearch, type ListCursor } from "./list-query.ts";
 import {
   AccountsQuery,
@@ -72,6 +72,9 @@ export default definePlugin({
     }
 
     return {
+      // Every routed /admin/ call's audit line, this plugin's routes and later plugins' (budget's) alike.
+      routeAnswered: (answer) => audit.answered(answer),
+
       routes(app) {
         // Authenticate before body parsing and validation: without a valid token, every /admin/ request
         // is a 401 (never a 400 that reveals the schema). The per-route requireAdmin stays as a backstop.
@@ -88,10 +91,6 @@ export default definePlugin({
             audit.refused(request, (error as GatewayError).status, authenticated);
             throw error; // the app answers it and writes the request line
           }
-        });
-        // Every routed /admin/ call's audit line, this plugin's routes and later plugins' (budget's) alike.
-        app.mapResponse(function auditAdminCall(context) {
-          audit.answered(context as unknown as AnsweredCall);
         });
         app
           .get(
