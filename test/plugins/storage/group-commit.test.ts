@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test";
 import type { Generation } from "../../../src/plugins/storage/repository.ts";
 import { createGroupCommit } from "../../../src/plugins/storage/sqlite/group-commit.ts";
-import { PendingGenerations } from "../../../src/plugins/storage/sqlite/pending.ts";
+import { PendingGenerations } from "../../../src/plugins/storage/shared/pending.ts";
 import { captureLog, makeGeneration } from "./helpers.ts";
 
 const FLUSH_INTERVAL_MS = 5;

@@ -1,7 +1,7 @@
 import { UnavailableError } from "../../../core/errors.ts";
 import type { Logger } from "../../../core/log.ts";
 import type { Generation } from "../repository.ts";
-import type { PendingGenerations } from "../sqlite/pending.ts";
+import type { PendingGenerations } from "../shared/pending.ts";
 import { isPermanent } from "./errors.ts";
 
 const MAX_RETRY_DELAY_MS = 1000;

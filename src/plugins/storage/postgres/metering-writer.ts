@@ -1,7 +1,7 @@
 import type { SQL } from "bun";
 import type { Generation } from "../repository.ts";
-import { spendBucketStart } from "../sqlite/metering-writer.ts";
-import { addToCounters, emptyCounters, utcDay } from "../sqlite/pending.ts";
+import { addToSpend, type SpendBucket } from "../shared/spend-buckets.ts";
+import { addToCounters, emptyCounters, utcDay } from "../shared/pending.ts";
 import { pipelinedTransaction } from "./pipeline.ts";
 
 /**
@@ -119,15 +119,11 @@ export function createMeteringWriter(client: SQL) {
       const debited = fresh.filter((g) => g.totalCost > 0);
       const accountDebits = new Map<string, number>();
       const keyUsage = new Map<string, number>();
-      const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
+      const spend = new Map<string, SpendBucket>();
       for (const g of debited) {
         sumInto(accountDebits, g.accountId, g.totalCost);
         sumInto(keyUsage, g.keyId, g.totalCost);
-        const bucketStart = spendBucketStart(g.createdAt);
-        const spendKey = g.accountId + "\u0000" + bucketStart;
-        const bucket = spend.get(spendKey);
-        if (bucket) bucket.cost += g.totalCost;
-        else spend.set(spendKey, { accountId: g.accountId, bucketStart, cost: g.totalCost });
+        addToSpend(spend, g);
       }
       const usage = new Map<string, ReturnType<typeof usageBucket>>();
       for (const g of fresh) {

@@ -1,7 +1,7 @@
 import type { SQL } from "bun";
 import { and, asc, between, desc, eq, lt, or, sql } from "drizzle-orm";
 import type { AccountTotals, Generation, RequestPage, UsageRow } from "../repository.ts";
-import { withPendingUsage, type PendingGenerations } from "../sqlite/pending.ts";
+import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
 import type { PostgresDb } from "./open.ts";
 import { generations, usageDaily } from "./schema.ts";
 

@@ -2,8 +2,8 @@ import type { SQL } from "bun";
 import { ConflictError, InsufficientBalanceError, NotFoundError } from "../../../core/errors.ts";
 import { nanoToUsdString } from "../../../core/money.ts";
 import type { PlanCycle, PlanPurchase } from "../repository.ts";
-import { newId } from "../sqlite/ids.ts";
-import type { PendingGenerations } from "../sqlite/pending.ts";
+import { newId } from "../shared/ids.ts";
+import type { PendingGenerations } from "../shared/pending.ts";
 import { readFunds } from "./reservations.ts";
 
 interface PlanRow {

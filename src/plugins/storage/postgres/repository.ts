@@ -11,8 +11,8 @@ import {
   type NewApiKey,
   type Repository,
 } from "../repository.ts";
-import { newId } from "../sqlite/ids.ts";
-import { PendingGenerations } from "../sqlite/pending.ts";
+import { newId } from "../shared/ids.ts";
+import { PendingGenerations } from "../shared/pending.ts";
 import { guard, isForeignKeyViolation, isUniqueViolation, storeError } from "./errors.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createMeteringWriter } from "./metering-writer.ts";

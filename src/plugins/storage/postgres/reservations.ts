@@ -1,7 +1,7 @@
 import type { SQL } from "bun";
 import type { Funds, ReservationInput } from "../repository.ts";
-import { spendBucketStart } from "../sqlite/metering-writer.ts";
-import type { PendingGenerations } from "../sqlite/pending.ts";
+import { spendBucketStart } from "../shared/spend-buckets.ts";
+import type { PendingGenerations } from "../shared/pending.ts";
 import { sqlState } from "./errors.ts";
 import { num, numOrNull, storedIdsSql } from "./overlay.ts";
 import { pipelined, pipelinedTransaction } from "./pipeline.ts";

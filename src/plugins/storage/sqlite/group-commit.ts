@@ -2,7 +2,7 @@ import type { SQLiteError } from "bun:sqlite";
 import { UnavailableError } from "../../../core/errors.ts";
 import type { Logger } from "../../../core/log.ts";
 import type { Generation } from "../repository.ts";
-import type { PendingGenerations } from "./pending.ts";
+import type { PendingGenerations } from "../shared/pending.ts";
 
 const MAX_RETRY_DELAY_MS = 1000;
 

@@ -1,7 +1,8 @@
 import type { Database } from "bun:sqlite";
 import { eq, sql } from "drizzle-orm";
 import type { Generation, UsageCounters } from "../repository.ts";
-import { addToCounters, emptyCounters, utcDay } from "./pending.ts";
+import { addToCounters, emptyCounters, utcDay } from "../shared/pending.ts";
+import { addToSpend, type SpendBucket } from "../shared/spend-buckets.ts";
 import { accounts, apiKeys, generations, usageDaily } from "./schema.ts";
 import type { SqliteDb } from "./open.ts";
 import { compileStatement } from "./statements.ts";
@@ -114,18 +115,14 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
     const accountDebits = new Map<string, number>();
     const keyUsage = new Map<string, number>();
     const usage = new Map<string, UsageBucket>();
-    const spend = new Map<string, { accountId: string; bucketStart: number; cost: number }>();
+    const spend = new Map<string, SpendBucket>();
     for (const g of batch) {
       if (options.holdsInTable) deleteReservation.run(g.id);
       const inserted = insertGeneration.run(g.unbilledCost === undefined || g.usageEstimated === undefined ? withBillingDefaults(g) : g);
       if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {
         accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);
-        const bucketStart = spendBucketStart(g.createdAt);
-        const spendKey = g.accountId + "\u0000" + bucketStart;
-        const bucket = spend.get(spendKey);
-        if (bucket) bucket.cost += g.totalCost;
-        else spend.set(spendKey, { accountId: g.accountId, bucketStart, cost: g.totalCost });
+        addToSpend(spend, g);
         keyUsage.set(g.keyId, (keyUsage.get(g.keyId) ?? 0) + g.totalCost);
       }
       const day = utcDay(g.createdAt);
@@ -156,11 +153,4 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
 /** A generation from a writer that predates `unbilledCost` / `usageEstimated`: their column defaults. */
 function withBillingDefaults(g: Generation): Generation {
   return { ...g, unbilledCost: g.unbilledCost ?? 0, usageEstimated: g.usageEstimated ?? false };
-}
-
-/** Spend windows count spend in 5-minute buckets by request start. */
-export const SPEND_BUCKET_MS = 5 * 60 * 1000;
-
-export function spendBucketStart(ms: number): number {
-  return ms - (ms % SPEND_BUCKET_MS);
 }

@@ -2,7 +2,7 @@ import type { Database } from "bun:sqlite";
 import { ConflictError, InsufficientBalanceError, NotFoundError } from "../../../core/errors.ts";
 import { nanoToUsdString } from "../../../core/money.ts";
 import type { PlanCycle, PlanPurchase } from "../repository.ts";
-import { newId } from "./ids.ts";
+import { newId } from "../shared/ids.ts";
 
 interface PlanRow {
   id: string;

@@ -14,7 +14,7 @@ import {
   type Repository,
   type UsageRow,
 } from "../repository.ts";
-import { newId } from "./ids.ts";
+import { newId } from "../shared/ids.ts";
 import { compileStatement } from "./statements.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
@@ -24,7 +24,7 @@ import { lockForHolds } from "./process-lock.ts";
 import { startCheckpointer } from "./checkpointer.ts";
 import { createSqlitePlans } from "./plans.ts";
 import { createSqliteListing } from "./listing.ts";
-import { PendingGenerations, withPendingUsage } from "./pending.ts";
+import { PendingGenerations, withPendingUsage } from "../shared/pending.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
 import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
 

@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { GatewayError, UnavailableError } from "../../../core/errors.ts";
 import type { Funds, ReservationInput } from "../repository.ts";
-import { spendBucketStart } from "./metering-writer.ts";
+import { spendBucketStart } from "../shared/spend-buckets.ts";
 
 /**
  * Budget reservations on SQLite. Available funds = credits − committed debits − every hold, where a
