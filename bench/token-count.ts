@@ -9,7 +9,7 @@ import { countPromptTokens, loadTokenizer } from "../src/plugins/token-count/cou
 import { ROOT } from "./lib.ts";
 
 await loadTokenizer();
-const files = ["src/core/pipeline.ts", "README.md", "src/plugins/budget/index.ts", "src/formats/canonical.ts"];
+const files = ["src/core/pipeline.ts", "README.md", "src/plugins/budget/index.ts", "src/core/canonical.ts"];
 const source = (await Promise.all(files.map((file) => Bun.file(`${ROOT}/${file}`).text()))).join("\n");
 const text = source.repeat(Math.max(1, Math.ceil(160_000 / source.length)));
 

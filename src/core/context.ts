@@ -1,4 +1,4 @@
-import type { CanonicalChatRequest, CanonicalRequest, StreamEvent, Usage } from "../formats/canonical.ts";
+import type { CanonicalChatRequest, CanonicalRequest, StreamEvent, Usage } from "./canonical.ts";
 import type { WireFormat } from "./format.ts";
 import type { NanoUsd } from "./money.ts";
 import type { AbortSignalLike } from "./request-signals.ts";

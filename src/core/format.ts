@@ -1,4 +1,4 @@
-import type { CanonicalChatRequest, CanonicalRequest, CanonicalResponse, StreamEvent, Usage } from "../formats/canonical.ts";
+import type { CanonicalChatRequest, CanonicalRequest, CanonicalResponse, StreamEvent, Usage } from "./canonical.ts";
 import type { GatewayContext } from "./context.ts";
 import type { GatewayError } from "./errors.ts";
 import type { SseFrame } from "./sse.ts";

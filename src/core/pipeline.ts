@@ -10,7 +10,7 @@ import {
   UpstreamTimeoutError,
   asGatewayError,
 } from "./errors.ts";
-import type { CanonicalResponse } from "../formats/canonical.ts";
+import type { CanonicalResponse } from "./canonical.ts";
 import { RequestBodies } from "./request-body.ts";
 import { SseSplitter, type SseFrame } from "./sse.ts";
 import { assertTranslatable, crossesFormats } from "./translate.ts";

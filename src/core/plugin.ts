@@ -1,7 +1,7 @@
 import type { AnyElysia } from "elysia";
 import type { Static, TSchema } from "@sinclair/typebox";
 import type { GatewayContext, Outcome } from "./context.ts";
-import type { StreamEvent } from "../formats/canonical.ts";
+import type { StreamEvent } from "./canonical.ts";
 import type { WireFormat } from "./format.ts";
 import type { Logger } from "./log.ts";
 import type { UpstreamResponse } from "../transport/transport.ts";

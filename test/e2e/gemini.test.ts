@@ -7,7 +7,7 @@ import { openaiChat } from "../../src/formats/openai-chat/index.ts";
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { priceUsage } from "../../src/plugins/metering/cost.ts";
 import { nanoToUsd, usdToNano } from "../../src/core/money.ts";
-import type { Usage } from "../../src/formats/canonical.ts";
+import type { Usage } from "../../src/core/canonical.ts";
 
 /**
  * A chat client (official openai SDK) on Gemini models, through the gateway to the fake Gemini API:

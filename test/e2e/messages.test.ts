@@ -10,7 +10,7 @@ import { countPromptTokens, loadTokenizer } from "../../src/plugins/token-count/
 import { readChatUsage } from "../../src/formats/openai-chat/relay.ts";
 import { readMessagesUsage } from "../../src/formats/anthropic-messages/usage.ts";
 import { nanoToUsd, usdToNano } from "../../src/core/money.ts";
-import type { Usage } from "../../src/formats/canonical.ts";
+import type { Usage } from "../../src/core/canonical.ts";
 
 const UPSTREAM_ANTHROPIC_KEY = "sk-ant-upstream";
 const catalog = loadCatalog("catalog.yaml");

@@ -7,7 +7,7 @@ import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { priceUsage } from "../../src/plugins/metering/cost.ts";
 import { readChatUsage } from "../../src/formats/openai-chat/relay.ts";
 import { readResponsesUsage } from "../../src/formats/openai-responses/usage.ts";
-import type { Usage } from "../../src/formats/canonical.ts";
+import type { Usage } from "../../src/core/canonical.ts";
 import { expectCodexCompatible, parseSse } from "../formats/openai-responses/helpers.ts";
 import { nanoToUsd, usdToNano } from "../../src/core/money.ts";
 

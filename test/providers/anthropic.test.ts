@@ -3,7 +3,7 @@ import type { GatewayContext } from "../../src/core/context.ts";
 import { ProviderUnavailableError } from "../../src/core/errors.ts";
 import { readSseFrames } from "../../src/core/sse.ts";
 import type { WireFormat } from "../../src/core/format.ts";
-import type { StreamEvent } from "../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../src/core/canonical.ts";
 import { openaiChat } from "../../src/formats/openai-chat/index.ts";
 import { anthropicMessages } from "../../src/formats/anthropic-messages/index.ts";
 import anthropicPlugin from "../../src/plugins/providers/anthropic/index.ts";

@@ -5,7 +5,7 @@ import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts
 import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
 import { priceUsage } from "../../src/plugins/metering/cost.ts";
 import { usdToNano } from "../../src/core/money.ts";
-import type { Usage } from "../../src/formats/canonical.ts";
+import type { Usage } from "../../src/core/canonical.ts";
 
 /**
  * Shared provider conformance suite, through POST /v1/chat/completions with the official openai SDK and the fake

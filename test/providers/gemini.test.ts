@@ -4,7 +4,7 @@ import { ProviderUnavailableError } from "../../src/core/errors.ts";
 import { readSseFrames } from "../../src/core/sse.ts";
 import { openaiChat } from "../../src/formats/openai-chat/index.ts";
 import { gemini } from "../../src/formats/gemini/index.ts";
-import type { StreamEvent } from "../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../src/core/canonical.ts";
 import geminiPlugin from "../../src/plugins/providers/gemini/index.ts";
 import { createGeminiProvider, geminiUrl } from "../../src/plugins/providers/gemini/provider.ts";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";

@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../core/context.ts";
 import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import { UpstreamError } from "../../core/errors.ts";
 import type { SseFrame } from "../../core/sse.ts";
-import type { Usage } from "../canonical.ts";
+import type { Usage } from "../../core/canonical.ts";
 import { anthropicStreamErrorFrame } from "./errors.ts";
 import { redact } from "../../core/secrets.ts";
 import { isWrappedSignature } from "./signature.ts";

@@ -1,7 +1,7 @@
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
 import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalRequest } from "../canonical.ts";
+import type { CanonicalRequest } from "../../core/canonical.ts";
 
 /** A content block: its `type` is checked, the rest passes through (new block types keep working). */
 const Block = Type.Object({ type: Type.String({ minLength: 1 }) }, { additionalProperties: true });

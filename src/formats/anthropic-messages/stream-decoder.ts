@@ -1,6 +1,6 @@
 import type { StreamDecoder } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
-import type { FinishReason, StreamEvent } from "../canonical.ts";
+import type { FinishReason, StreamEvent } from "../../core/canonical.ts";
 import { mergeMessagesUsage, readMessagesUsage, type MessagesUsage } from "./usage.ts";
 import { ANTHROPIC_MESSAGES } from "./signature.ts";
 

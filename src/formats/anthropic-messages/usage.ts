@@ -1,4 +1,4 @@
-import { usableCounts, type Usage } from "../canonical.ts";
+import { usableCounts, type Usage } from "../../core/canonical.ts";
 
 /**
  * Anthropic's usage object (docs/wire-formats.md#anthropic-messages): `input_tokens` EXCLUDES cache reads and writes.

@@ -1,5 +1,5 @@
 import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalChatRequest, CanonicalTool, CanonicalToolChoice } from "../canonical.ts";
+import type { CanonicalChatRequest, CanonicalTool, CanonicalToolChoice } from "../../core/canonical.ts";
 import { geminiContents } from "./contents.ts";
 import { geminiParameters, sanitizeGeminiSchema } from "./schema.ts";
 import { normalizeModel } from "./tool-ids.ts";

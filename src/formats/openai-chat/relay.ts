@@ -3,7 +3,7 @@ import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import { redact } from "../../core/secrets.ts";
 import { errorBody, UpstreamError } from "../../core/errors.ts";
-import { usableCounts, type FinishReason, type StreamEvent, type Usage } from "../canonical.ts";
+import { usableCounts, type FinishReason, type StreamEvent, type Usage } from "../../core/canonical.ts";
 
 interface ChatUsage {
   prompt_tokens?: number;

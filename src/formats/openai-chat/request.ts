@@ -1,7 +1,7 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
 import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalRequest } from "../canonical.ts";
+import type { CanonicalRequest } from "../../core/canonical.ts";
 
 const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }) }, { additionalProperties: true });
 

@@ -1,7 +1,7 @@
 import type { WireFormat } from "../../core/format.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import { UpstreamError, errorBody, errorResponse, type GatewayError } from "../../core/errors.ts";
-import type { Usage } from "../canonical.ts";
+import type { Usage } from "../../core/canonical.ts";
 import { decodeImageRequest, imageParams } from "./request.ts";
 import { IMAGE_OUTPUT_TOKENS, isImageQuality, isImageSize } from "./tokens.ts";
 

@@ -1,5 +1,5 @@
 import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalRequest } from "../canonical.ts";
+import type { CanonicalRequest } from "../../core/canonical.ts";
 import {
   DEFAULT_QUALITY,
   DEFAULT_SIZE,

@@ -1,4 +1,4 @@
-import type { FinishReason, StreamEvent } from "../canonical.ts";
+import type { FinishReason, StreamEvent } from "../../core/canonical.ts";
 import { readResponsesUsage } from "./usage.ts";
 import { canonicalToolName, wrapCustomInput } from "./tools.ts";
 import { RESPONSES_FORMAT } from "./reasoning-state.ts";

@@ -1,4 +1,4 @@
-import type { CanonicalPart } from "../canonical.ts";
+import type { CanonicalPart } from "../../core/canonical.ts";
 
 type ReasoningPart = Extract<CanonicalPart, { type: "reasoning" }>;
 

@@ -1,7 +1,7 @@
 import type { GatewayContext } from "../../core/context.ts";
 import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import { sseFrame, type SseFrame } from "../../core/sse.ts";
-import type { Usage } from "../canonical.ts";
+import type { Usage } from "../../core/canonical.ts";
 import { createResponsesEventReader } from "./events.ts";
 import { readResponsesUsage } from "./usage.ts";
 import { failedFrame } from "./errors.ts";

@@ -2,7 +2,7 @@ import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
 import type { ValueError } from "@sinclair/typebox/errors";
 import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalRequest } from "../canonical.ts";
+import type { CanonicalRequest } from "../../core/canonical.ts";
 import { declaresTools } from "./tools.ts";
 
 const Open = { additionalProperties: true } as const;

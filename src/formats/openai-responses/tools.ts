@@ -1,4 +1,4 @@
-import type { CanonicalTool, CanonicalToolChoice } from "../canonical.ts";
+import type { CanonicalTool, CanonicalToolChoice } from "../../core/canonical.ts";
 
 type Json = Record<string, any>;
 

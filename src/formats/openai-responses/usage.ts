@@ -1,4 +1,4 @@
-import { usableCounts, type Usage } from "../canonical.ts";
+import { usableCounts, type Usage } from "../../core/canonical.ts";
 
 /**
  * The Responses usage object (docs/wire-formats.md#openai-responses): cached tokens are a subset of input, reasoning

@@ -1,4 +1,4 @@
-import type { Usage } from "../../formats/canonical.ts";
+import type { Usage } from "../../core/canonical.ts";
 import type { NanoUsd } from "../../core/money.ts";
 
 /** Per-token prices in nano-USD. */

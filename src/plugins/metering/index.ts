@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import type { GatewayContext, Outcome } from "../../core/context.ts";
 import { nanoToUsdString } from "../../core/money.ts";
-import { ZERO_USAGE, type Usage } from "../../formats/canonical.ts";
+import { ZERO_USAGE, type Usage } from "../../core/canonical.ts";
 import { countPromptTokens, countTextTokens, toolPromptOverhead } from "../token-count/count.ts";
 import type { Generation } from "../storage/repository.ts";
 import type { BudgetService } from "../budget/index.ts";

@@ -1,4 +1,4 @@
-import { MAX_REPORTED_TOKENS, type Usage } from "../../formats/canonical.ts";
+import { MAX_REPORTED_TOKENS, type Usage } from "../../core/canonical.ts";
 
 /**
  * The most tokens one usage field is taken at. The format readers already refuse a report past it (1e15,

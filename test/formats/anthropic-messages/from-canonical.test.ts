@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { CanonicalChatRequest } from "../../../src/formats/canonical.ts";
+import type { CanonicalChatRequest } from "../../../src/core/canonical.ts";
 import { messagesTranslation } from "../../../src/formats/anthropic-messages/translation/index.ts";
 import { fromAnthropicToolId } from "../../../src/formats/anthropic-messages/ids.ts";
 import { validateAnthropicBody } from "../../fake-upstream/anthropic.ts";

@@ -2,7 +2,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import type { GatewayContext } from "../../../src/core/context.ts";
 import type { StreamDecoder, StreamEncoder } from "../../../src/core/format.ts";
 import type { SseFrame } from "../../../src/core/sse.ts";
-import type { CanonicalRequest, StreamEvent } from "../../../src/formats/canonical.ts";
+import type { CanonicalRequest, StreamEvent } from "../../../src/core/canonical.ts";
 
 /** The few context fields the Messages encoders and relay read. */
 export function messagesContext(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { StreamEvent } from "../../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../../src/core/canonical.ts";
 import { createMessagesStreamDecoder } from "../../../src/formats/anthropic-messages/stream-decoder.ts";
 import { decodeAll, sseFrames } from "./helpers.ts";
 

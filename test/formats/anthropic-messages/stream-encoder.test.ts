@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
-import type { StreamEvent } from "../../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../../src/core/canonical.ts";
 import { messagesTranslation } from "../../../src/formats/anthropic-messages/translation/index.ts";
 import { fromAnthropicToolId } from "../../../src/formats/anthropic-messages/ids.ts";
 import { unwrapForeignSignature } from "../../../src/formats/anthropic-messages/signature.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { StreamEvent } from "../../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../../src/core/canonical.ts";
 import { gemini, decodeGeminiCallId, GEMINI_FORMAT_NAME } from "../../../src/formats/gemini/index.ts";
 import { modelTag } from "../../../src/formats/gemini/tool-ids.ts";
 

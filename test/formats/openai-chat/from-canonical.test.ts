@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { CanonicalChatRequest } from "../../../src/formats/canonical.ts";
+import type { CanonicalChatRequest } from "../../../src/core/canonical.ts";
 import { openaiChatTranslation, toChatToolId } from "../../../src/formats/openai-chat/translation/index.ts";
 
 const { fromCanonical, toCanonical } = openaiChatTranslation;

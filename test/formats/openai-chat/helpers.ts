@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import type { GatewayContext } from "../../../src/core/context.ts";
 import type { StreamDecoder, StreamEncoder } from "../../../src/core/format.ts";
-import type { StreamEvent } from "../../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../../src/core/canonical.ts";
 
 /** The few context fields the chat encoders read. */
 export function chatContext(options: { model?: string; wantsUsage?: boolean; body?: Record<string, unknown>; stream?: boolean } = {}): GatewayContext {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { CanonicalResponse } from "../../../src/formats/canonical.ts";
+import type { CanonicalResponse } from "../../../src/core/canonical.ts";
 import { openaiChatTranslation } from "../../../src/formats/openai-chat/translation/index.ts";
 import { UpstreamError } from "../../../src/core/errors.ts";
 import { chatContext } from "./helpers.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { StreamEvent } from "../../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../../src/core/canonical.ts";
 import { openaiChatTranslation } from "../../../src/formats/openai-chat/translation/index.ts";
 import { chatContext, chunk, decodeAll, encodeAll, frames, payloads, sdkReading } from "./helpers.ts";
 

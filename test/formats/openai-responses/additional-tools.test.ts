@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import { InvalidRequestError } from "../../../src/core/errors.ts";
-import type { CanonicalResponse } from "../../../src/formats/canonical.ts";
+import type { CanonicalResponse } from "../../../src/core/canonical.ts";
 import { openaiChat } from "../../../src/formats/openai-chat/index.ts";
 import { anthropicMessages } from "../../../src/formats/anthropic-messages/index.ts";
 import { openaiResponses } from "../../../src/formats/openai-responses/index.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { CanonicalResponse, StreamEvent } from "../../../src/formats/canonical.ts";
+import type { CanonicalResponse, StreamEvent } from "../../../src/core/canonical.ts";
 import { openaiChat } from "../../../src/formats/openai-chat/index.ts";
 import { openaiResponses } from "../../../src/formats/openai-responses/index.ts";
 import { responsesCtx, sdkFinalResponse, type Json } from "./helpers.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import { RateLimitError, UpstreamError } from "../../../src/core/errors.ts";
-import type { StreamEvent } from "../../../src/formats/canonical.ts";
+import type { StreamEvent } from "../../../src/core/canonical.ts";
 import { openaiResponses } from "../../../src/formats/openai-responses/index.ts";
 import { computeResponsesUsage } from "../../fake-upstream/responses.ts";
 import { parseSse, responsesCtx, type Json } from "./helpers.ts";

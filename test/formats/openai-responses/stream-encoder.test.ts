@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import type { StreamEvent, Usage } from "../../../src/formats/canonical.ts";
+import type { StreamEvent, Usage } from "../../../src/core/canonical.ts";
 import { openaiResponses } from "../../../src/formats/openai-responses/index.ts";
 import { expectCodexCompatible, parseSse, responsesCtx, sdkFinalResponse, type Json } from "./helpers.ts";
 

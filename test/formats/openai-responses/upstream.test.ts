@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import { UpstreamError } from "../../../src/core/errors.ts";
-import type { CanonicalChatRequest, StreamEvent } from "../../../src/formats/canonical.ts";
+import type { CanonicalChatRequest, StreamEvent } from "../../../src/core/canonical.ts";
 import { openaiResponses } from "../../../src/formats/openai-responses/index.ts";
 import type { Json } from "./helpers.ts";
 

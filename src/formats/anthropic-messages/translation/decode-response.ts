@@ -1,4 +1,4 @@
-import type { CanonicalPart, CanonicalResponse } from "../../canonical.ts";
+import type { CanonicalPart, CanonicalResponse } from "../../../core/canonical.ts";
 import { finishFromStopReason } from "../stream-decoder.ts";
 import { readMessagesUsage } from "../usage.ts";
 import { ANTHROPIC_MESSAGES } from "../signature.ts";

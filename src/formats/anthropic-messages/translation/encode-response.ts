@@ -1,5 +1,5 @@
 import type { GatewayContext } from "../../../core/context.ts";
-import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type FinishReason } from "../../canonical.ts";
+import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type FinishReason } from "../../../core/canonical.ts";
 import { toAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES, wrapForeignSignature } from "../signature.ts";
 import { writeMessagesUsage } from "../usage.ts";

@@ -1,4 +1,4 @@
-import type { CanonicalChatRequest, CanonicalToolChoice } from "../../canonical.ts";
+import type { CanonicalChatRequest, CanonicalToolChoice } from "../../../core/canonical.ts";
 import { repairHistory, thinkingWouldBeRejected, toAnthropicMessages } from "./history.ts";
 
 /** max_tokens when the client set none; the provider replaces it with the model's maximum or the budget's cap. */

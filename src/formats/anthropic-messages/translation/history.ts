@@ -1,4 +1,4 @@
-import type { CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../canonical.ts";
+import type { CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
 import { toAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES } from "../signature.ts";
 

@@ -1,6 +1,6 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { StreamEncoder } from "../../../core/format.ts";
-import type { FinishReason, StreamEvent, Usage } from "../../canonical.ts";
+import type { FinishReason, StreamEvent, Usage } from "../../../core/canonical.ts";
 import { anthropicErrorType } from "../errors.ts";
 import { redact } from "../../../core/secrets.ts";
 import { toAnthropicToolId } from "../ids.ts";

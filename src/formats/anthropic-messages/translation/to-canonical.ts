@@ -7,7 +7,7 @@ import type {
   CanonicalTextPart,
   CanonicalTool,
   CanonicalToolChoice,
-} from "../../canonical.ts";
+} from "../../../core/canonical.ts";
 import { fromAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES, unwrapForeignSignature } from "../signature.ts";
 import type { MessagesRequest } from "../request.ts";

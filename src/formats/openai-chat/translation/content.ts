@@ -1,5 +1,5 @@
 import { InvalidRequestError } from "../../../core/errors.ts";
-import type { CanonicalImagePart } from "../../canonical.ts";
+import type { CanonicalImagePart } from "../../../core/canonical.ts";
 
 type ImageSource = CanonicalImagePart["source"];
 

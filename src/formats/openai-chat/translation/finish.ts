@@ -1,4 +1,4 @@
-import type { FinishReason } from "../../canonical.ts";
+import type { FinishReason } from "../../../core/canonical.ts";
 
 const FROM_CHAT: Record<string, FinishReason> = {
   stop: "stop",

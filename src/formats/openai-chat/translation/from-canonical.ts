@@ -1,4 +1,4 @@
-import type { CanonicalChatRequest, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalToolChoice } from "../../canonical.ts";
+import type { CanonicalChatRequest, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalToolChoice } from "../../../core/canonical.ts";
 import { imageUrl } from "./content.ts";
 import { toChatToolId } from "./tool-calls.ts";
 

@@ -1,6 +1,6 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import { UpstreamError } from "../../../core/errors.ts";
-import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type Usage } from "../../canonical.ts";
+import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type Usage } from "../../../core/canonical.ts";
 import { readChatUsage } from "../relay.ts";
 import { finishFromChat, finishToChat } from "./finish.ts";
 import { argumentsText } from "./tool-calls.ts";

@@ -1,6 +1,6 @@
 import type { StreamDecoder } from "../../../core/format.ts";
 import type { SseFrame } from "../../../core/sse.ts";
-import type { FinishReason, StreamEvent, Usage } from "../../canonical.ts";
+import type { FinishReason, StreamEvent, Usage } from "../../../core/canonical.ts";
 import { readChatUsage } from "../relay.ts";
 import { finishFromChat, settleFinish } from "./finish.ts";
 

@@ -1,6 +1,6 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { StreamEncoder } from "../../../core/format.ts";
-import type { StreamEvent, Usage } from "../../canonical.ts";
+import type { StreamEvent, Usage } from "../../../core/canonical.ts";
 import { redact } from "../../../core/secrets.ts";
 import { finishToChat } from "./finish.ts";
 import { chatUsage } from "./response.ts";

@@ -7,7 +7,7 @@ import type {
   CanonicalTextPart,
   CanonicalTool,
   CanonicalToolChoice,
-} from "../../canonical.ts";
+} from "../../../core/canonical.ts";
 import { argumentsText } from "./tool-calls.ts";
 import { customToolParameters, wrapCustomInput } from "./custom-tools.ts";
 import { chatMessageText, parseImageUrl } from "./content.ts";

@@ -1,5 +1,5 @@
 import type { GatewayContext } from "../../../core/context.ts";
-import type { CanonicalResponse } from "../../canonical.ts";
+import type { CanonicalResponse } from "../../../core/canonical.ts";
 import { encryptedContentFor } from "../reasoning-state.ts";
 import { clientTools } from "../tools.ts";
 import { messageItem, reasoningItem, responseIds, responseObject, statusFor, toolCallItem } from "./output.ts";

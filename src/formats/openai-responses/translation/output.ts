@@ -1,5 +1,5 @@
 import type { GatewayContext } from "../../../core/context.ts";
-import type { FinishReason, Usage } from "../../canonical.ts";
+import type { FinishReason, Usage } from "../../../core/canonical.ts";
 import { writeResponsesUsage } from "../usage.ts";
 import type { ClientTool } from "../tools.ts";
 import { unwrapCustomInput } from "../tools.ts";

@@ -1,7 +1,7 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { StreamEncoder } from "../../../core/format.ts";
 import { sseFrame } from "../../../core/sse.ts";
-import type { FinishReason, StreamEvent, Usage } from "../../canonical.ts";
+import type { FinishReason, StreamEvent, Usage } from "../../../core/canonical.ts";
 import { failedCode, failedMessage } from "../errors.ts";
 import { encryptedContentFor } from "../reasoning-state.ts";
 import { clientTools, type ClientTool } from "../tools.ts";

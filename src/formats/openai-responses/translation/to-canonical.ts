@@ -1,5 +1,5 @@
 import { InvalidRequestError } from "../../../core/errors.ts";
-import type { CanonicalChatRequest, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../canonical.ts";
+import type { CanonicalChatRequest, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
 import { reasoningPartFromItem } from "../reasoning-state.ts";
 import { canonicalToolName, toolChoiceToCanonical, toolsToCanonical, wrapCustomInput } from "../tools.ts";
 

@@ -1,6 +1,6 @@
 import type { StreamDecoder } from "../../../core/format.ts";
 import { UpstreamError } from "../../../core/errors.ts";
-import type { CanonicalChatRequest, CanonicalImagePart, CanonicalPart, CanonicalResponse, CanonicalTextPart, CanonicalToolChoice, FinishReason, StreamEvent } from "../../canonical.ts";
+import type { CanonicalChatRequest, CanonicalImagePart, CanonicalPart, CanonicalResponse, CanonicalTextPart, CanonicalToolChoice, FinishReason, StreamEvent } from "../../../core/canonical.ts";
 import { createResponsesEventReader } from "../events.ts";
 import { RESPONSES_FORMAT, reasoningText } from "../reasoning-state.ts";
 import { canonicalToolName, wrapCustomInput } from "../tools.ts";
