@@ -1,7 +1,14 @@
 import type { CanonicalChatRequest, CanonicalRequest, StreamEvent, Usage } from "./canonical.ts";
-import type { WireFormat } from "./format.ts";
 import type { NanoUsd } from "./money.ts";
 import type { AbortSignalLike } from "./request-signals.ts";
+
+/**
+ * What plugins read of the client's wire format: its name. The codec itself is the core's (core/format.ts), which
+ * depends on this module and never the other way round.
+ */
+export interface FormatTag {
+  readonly name: string;
+}
 
 /** Where the router sends a request: a provider (by name) and the model name upstream knows. */
 export interface Target {
@@ -28,12 +35,12 @@ export interface GatewayContext {
   readonly signal: AbortSignalLike;
   readonly headers: Headers;
   /** The client's wire format. */
-  readonly ingress: WireFormat;
+  readonly ingress: FormatTag;
   /** The client's JSON body as sent. */
   body: Record<string, unknown>;
   /** What plugins read about the request regardless of format. Writer: the core (ingress decode). */
   request: CanonicalRequest;
-  /** The whole request in canonical form, built only when formats differ. Writer: the core (translate.ts). */
+  /** The whole request in canonical form, built only when formats differ. Writer: the core (route.ts). */
   canonical?: CanonicalChatRequest;
   /** Writer: the router (catalog plugin); a later plugin may re-route (sandbox). */
   target?: Target;

@@ -13,8 +13,9 @@ import {
 import type { CanonicalResponse } from "./canonical.ts";
 import { RequestBodies } from "./request-body.ts";
 import { SseSplitter, type SseFrame } from "./sse.ts";
-import { assertTranslatable, crossesFormats } from "./translate.ts";
-import type { RelayedFrame, StreamRelay, WireFormat } from "./format.ts";
+import { routeFor, type TranslatedRoute, type UpstreamRoute } from "./route.ts";
+import { buildUpstreamBody, sendUpstream } from "./upstream.ts";
+import type { IngressFormat, RelayedFrame, StreamRelay, UpstreamCodec, UpstreamTranslation, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
 import { afterTurn, requestEnded, requestStarted } from "./turn-end.ts";
@@ -29,10 +30,10 @@ export interface Stage {
 
 export const REQUEST_ID_HEADER = "x-gateway-request-id";
 
-/** The upstream's answer and the format it speaks. */
+/** The upstream's answer and the route it came by (relayed or translated). */
 interface Upstream {
   response: UpstreamResponse;
-  format: WireFormat;
+  route: UpstreamRoute;
 }
 
 
@@ -103,7 +104,7 @@ export class Pipeline implements Gateway {
     requestEnded();
   }
 
-  async handle(request: Request, ingress: WireFormat): Promise<Response> {
+  async handle(request: Request, ingress: IngressFormat): Promise<Response> {
     this.enter(); // in flight from here: a graceful stop waits for it
     this.receivedCount++;
     // The requests that came in this turn of the event loop are handled together once it ends (turn-end.ts).
@@ -125,7 +126,7 @@ export class Pipeline implements Gateway {
         const pending = stage.instance.onRequest?.(ctx);
         if (pending) await pending;
       }
-      const upstream = await this.callUpstream(ctx);
+      const upstream = await this.callUpstream(ctx, ingress);
       // The answer goes out with the others of this turn of the event loop (turn-end.ts).
       if (ctx.request.stream) {
         const response = await this.relayStream(ctx, upstream, reached);
@@ -149,7 +150,7 @@ export class Pipeline implements Gateway {
     return this.bodies.readJson(request);
   }
 
-  private createContext(request: Request, ingress: WireFormat): GatewayContext {
+  private createContext(request: Request, ingress: IngressFormat): GatewayContext {
     return {
       requestId: newRequestId(),
       startedAt: this.now(),
@@ -165,23 +166,22 @@ export class Pipeline implements Gateway {
     };
   }
 
-  private async callUpstream(ctx: GatewayContext): Promise<Upstream> {
+  private async callUpstream(ctx: GatewayContext, ingress: IngressFormat): Promise<Upstream> {
     const target = ctx.target;
     if (!target) throw new GatewayError("no plugin routed the request (is the catalog plugin enabled?)");
     const provider = this.providers.get(target.provider);
     if (!provider) {
       throw new ProviderUnavailableError(`model "${ctx.request.model}" is served by provider "${target.provider}", which is not enabled in this gateway's configuration`);
     }
-    const format = provider.formats.includes(ctx.ingress) ? ctx.ingress : provider.formats[0]!;
-    if (crossesFormats(ctx, format)) assertTranslatable(ctx.ingress, format, ctx.request.model);
-    ctx.upstreamBody = provider.buildBody(ctx, format);
+    const route = routeFor(ingress, provider.codecs, ctx.request.model);
+    ctx.upstreamBody = buildUpstreamBody(ctx, provider, route);
     for (const stage of this.upstreamHooks) {
       const pending = stage.instance.onUpstreamRequest!(ctx);
       if (pending) await pending;
     }
     let response: UpstreamResponse;
     try {
-      response = await provider.send(ctx, ctx.upstreamBody, format);
+      response = await sendUpstream(ctx, provider, route, ctx.upstreamBody);
     } catch (error) {
       if (error instanceof GatewayError) throw error;
       if (ctx.signal.aborted) throw abortError(ctx);
@@ -189,27 +189,27 @@ export class Pipeline implements Gateway {
       throw new UpstreamError(`upstream ${target.provider} could not be reached: ${(error as Error).message}`, { cause: error });
     }
     this.signals.touch(ctx.signal); // the upstream answered: from now on its silence is timed
-    if (!response.ok) throw await upstreamFailure(response, format, target.provider);
-    return { response, format };
+    if (!response.ok) throw await upstreamFailure(response, route.codec, target.provider);
+    return { response, route };
   }
 
   private async relayResponse(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
     const text = await this.readAnswer(ctx, upstream);
     ctx.firstTokenMono = performance.now();
     const body = parseAnswer(ctx, text);
-    const format = upstream.format;
-    const translated = crossesFormats(ctx, format) ? decodeAnswer(ctx, format, body) : undefined;
+    const route = upstream.route;
+    const translated = route.relayed ? undefined : decodeAnswer(ctx, route.codec, body);
     // A translated answer's id is made from the request id: only a relayed one may keep its own.
-    const { usage, id } = translated ?? format.readResponse(body);
+    const { usage, id } = route.relayed ? route.codec.readResponse(body) : translated!;
     ctx.usage = usage;
-    if (!translated) ctx.responseId = id;
+    if (route.relayed) ctx.responseId = id;
     // No usage reported: metering bills the answer's text as counted (an estimate).
-    if (usage === undefined) ctx.answerText = answerText(translated ?? tryDecodeAnswer(format, body));
+    if (usage === undefined) ctx.answerText = answerText(translated ?? tryDecodeAnswer(route.codec, body));
     for (const stage of this.responseHooks) {
       const pending = stage.instance.onResponse!(ctx);
       if (pending) await pending;
     }
-    const relayed = translated ? ctx.ingress.translation!.encodeResponse(translated, ctx) : format.relayResponse(body, ctx, text);
+    const relayed = route.relayed ? route.codec.relayResponse(body, ctx, text) : route.ingress.translation.encodeResponse(translated!, ctx);
     await this.complete(ctx, { status: "success" }, reached);
     const headers = { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId, "content-type": "application/json" };
     const out = relayed === undefined ? text : typeof relayed === "string" ? relayed : JSON.stringify(relayed);
@@ -244,11 +244,12 @@ export class Pipeline implements Gateway {
     const text = await this.readAnswer(ctx, upstream);
     ctx.firstTokenMono = performance.now();
     const body = parseAnswer(ctx, text);
-    if (!upstream.format.translation || !ctx.ingress.translation) {
+    const { ingress, codec } = upstream.route;
+    if (!codec.translation || !ingress.translation) {
       throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream request with a JSON body`);
     }
-    const answer = decodeAnswer(ctx, upstream.format, body);
-    const encoder = ctx.ingress.translation.createStreamEncoder(ctx);
+    const answer = decodeAnswer(ctx, codec as TranslatedRoute["codec"], body);
+    const encoder = ingress.translation.createStreamEncoder(ctx);
     let out = "";
     for (const event of answerEvents(answer)) {
       this.observe(ctx, event);
@@ -266,7 +267,7 @@ export class Pipeline implements Gateway {
    * still pending a microtask after it was asked for ends this phase.
    */
   private async relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
-    const format = upstream.format;
+    const route = upstream.route;
     const headers = {
       ...ctx.responseHeaders,
       [REQUEST_ID_HEADER]: ctx.requestId,
@@ -283,7 +284,7 @@ export class Pipeline implements Gateway {
         throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream request with ${contentType.split(";")[0]}, not an event stream`);
       }
     }
-    const relay = crossesFormats(ctx, format) ? translatingRelay(ctx, format) : format.createStreamRelay(ctx);
+    const relay = route.relayed ? relayOf(ctx, route.codec.createStreamRelay) : translatingRelay(ctx, route);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
     const reader = body.getReader();
@@ -434,7 +435,7 @@ export class Pipeline implements Gateway {
           const error = thrown instanceof GatewayError ? thrown : readError(ctx, thrown);
           try {
             // One error event per stream: an upstream's own error event may have gone out already.
-            if (streamError === undefined) controller.write(ctx.ingress.streamErrorFrame(error));
+            if (streamError === undefined) controller.write(route.ingress.streamErrorFrame(error));
           } catch {}
           await finish(clientGone || clientLeft(ctx) ? { status: "cancelled" } : failure(error));
           try {
@@ -493,7 +494,7 @@ function failure(error: GatewayError): Outcome {
 }
 
 /** Maps an upstream's non-2xx answer to what the client should see. */
-async function upstreamFailure(response: UpstreamResponse, format: WireFormat, name: string): Promise<GatewayError> {
+async function upstreamFailure(response: UpstreamResponse, format: UpstreamCodec, name: string): Promise<GatewayError> {
   const text = await response.text().catch(() => "");
   const info = format.readUpstreamError(response.status, text);
   const message = `upstream ${name} answered ${response.status}: ${info.message}`;
@@ -521,9 +522,9 @@ export function newRequestId(): string {
 export const REQUEST_ID_PATTERN = /^gen-[0-9a-f]{32}$/;
 
 /** A relay that decodes the upstream's frames to canonical events and encodes them in the client's format. */
-function translatingRelay(ctx: GatewayContext, upstream: WireFormat): StreamRelay & { end(): RelayedFrame } {
-  const decoder = upstream.translation!.createStreamDecoder();
-  const encoderOut = ctx.ingress.translation!.createStreamEncoder(ctx);
+function translatingRelay(ctx: GatewayContext, route: TranslatedRoute): StreamRelay & { end(): RelayedFrame } {
+  const decoder = route.codec.translation.createStreamDecoder();
+  const encoderOut = route.ingress.translation.createStreamEncoder(ctx);
   const encodeAll = (events: StreamEvent[]): RelayedFrame => {
     let out = "";
     for (const event of events) out += encoderOut.encode(event);
@@ -536,6 +537,12 @@ function translatingRelay(ctx: GatewayContext, upstream: WireFormat): StreamRela
       return { out: (last.out ?? "") + encoderOut.end() || null, events: last.events };
     },
   };
+}
+
+/** The relay of a format that streams (one that does not refuses `stream` when it decodes the request). */
+function relayOf(ctx: GatewayContext, create: ((ctx: GatewayContext) => StreamRelay) | undefined): StreamRelay {
+  if (!create) throw new GatewayError(`internal error: the ${ctx.ingress.name} format has no stream relay`);
+  return create(ctx);
 }
 
 /** The client went away (its signal fired for a reason other than a timeout). */
@@ -571,19 +578,19 @@ function parseAnswer(ctx: GatewayContext, text: string): Record<string, unknown>
 }
 
 /** The upstream's answer in canonical form; one that is no answer of its format (an error body, `{}`) is a 502. */
-function decodeAnswer(ctx: GatewayContext, format: WireFormat, body: Record<string, unknown>): CanonicalResponse {
+function decodeAnswer(ctx: GatewayContext, format: UpstreamCodec & { translation: UpstreamTranslation }, body: Record<string, unknown>): CanonicalResponse {
   if (typeof body.error === "object" && body.error !== null) {
     throw new UpstreamError(`upstream ${ctx.target!.provider} answered with an error: ${format.readUpstreamError(200, JSON.stringify(body)).message}`);
   }
   try {
-    return format.translation!.decodeResponse(body);
+    return format.translation.decodeResponse(body);
   } catch (error) {
     if (error instanceof GatewayError) throw error;
     throw new UpstreamError(`upstream ${ctx.target!.provider} answered with JSON that is not a ${format.name} answer`, { cause: error });
   }
 }
 
-function tryDecodeAnswer(format: WireFormat, body: Record<string, unknown>): CanonicalResponse | undefined {
+function tryDecodeAnswer(format: UpstreamCodec, body: Record<string, unknown>): CanonicalResponse | undefined {
   try {
     return format.translation?.decodeResponse(body);
   } catch {

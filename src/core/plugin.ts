@@ -2,9 +2,10 @@ import type { AnyElysia } from "elysia";
 import type { Static, TSchema } from "@sinclair/typebox";
 import type { GatewayContext, Outcome } from "./context.ts";
 import type { StreamEvent } from "./canonical.ts";
-import type { WireFormat } from "./format.ts";
+import type { IngressFormat, UpstreamCodec, WireFormat } from "./format.ts";
+import type { UpstreamRoute } from "./route.ts";
 import type { Logger } from "./log.ts";
-import type { UpstreamResponse } from "../transport/transport.ts";
+import type { UpstreamCall, UpstreamResponse } from "../transport/transport.ts";
 
 /**
  * What plugins offer each other, keyed by plugin name. Each plugin that `provides` something adds
@@ -12,14 +13,19 @@ import type { UpstreamResponse } from "../transport/transport.ts";
  */
 export interface Services {}
 
-/** An upstream the router can send a request to. */
+/** An upstream the router can send a request to: declarative, the core builds the body and sends it. */
 export interface Provider {
-  /** Native wire formats, preferred first: a client speaking one is relayed as is; others are translated to the first. */
-  readonly formats: readonly WireFormat[];
-  /** The upstream body in `format` (use `upstreamBodyFor` from core/translate.ts: relay or translation). */
-  buildBody(ctx: GatewayContext, format: WireFormat): Record<string, unknown>;
-  /** Sends the body upstream in `format` and returns the upstream's HTTP answer (not consumed). */
-  send(ctx: GatewayContext, body: Record<string, unknown>, format: WireFormat): Promise<UpstreamResponse>;
+  /** The wire formats it speaks, preferred first: a client speaking one is relayed as is; others are translated to the first. */
+  readonly codecs: readonly UpstreamCodec[];
+  /**
+   * Where the request goes and with which headers (build them once: `jsonHeaders`). Throws a GatewayError when
+   * it cannot go (ProviderUnavailableError: no API key). Called after onUpstreamRequest, right before sending.
+   */
+  endpoint(ctx: GatewayContext, route: UpstreamRoute): UpstreamEndpoint;
+  /** The provider's own last touches on the upstream body (output caps), before onUpstreamRequest hooks. */
+  adjustBody?(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute): void;
+  /** Answers the call itself instead of the transport (a simulated upstream). */
+  send?(ctx: GatewayContext, call: UpstreamCall): Promise<UpstreamResponse>;
   /**
    * Why this upstream cannot serve any request as configured (e.g. "OPENAI_API_KEY is not set"); absent when
    * it can. The start-up log and GET /ready name the models it leaves unserved.
@@ -27,6 +33,12 @@ export interface Provider {
   readonly unavailableReason?: string;
   /** Serves whatever model the router names, whatever its provider (a simulated upstream): while it is enabled no model is unserved. */
   readonly servesEveryModel?: boolean;
+}
+
+export interface UpstreamEndpoint {
+  url: string;
+  /** From `jsonHeaders` (transport/transport.ts). */
+  headers: Headers;
 }
 
 /**
@@ -43,7 +55,7 @@ export function isModelDirectory(value: unknown): value is ModelDirectory {
 
 /** Runs a request through the pipeline: what ingress routes call. */
 export interface Gateway {
-  handle(request: Request, ingress: WireFormat): Promise<Response>;
+  handle(request: Request, ingress: IngressFormat): Promise<Response>;
   /** A client's JSON body within the gateway's body limits (413 / 503 / 400), for routes outside the pipeline. */
   readJson(request: Request): Promise<Record<string, unknown>>;
   /** Number of requests in flight (drained on shutdown). */

@@ -8,6 +8,7 @@ import { openaiChat } from "../../src/formats/openai-chat/index.ts";
 import { anthropicMessages } from "../../src/formats/anthropic-messages/index.ts";
 import anthropicPlugin from "../../src/plugins/providers/anthropic/index.ts";
 import { clientBetas, createAnthropicProvider } from "../../src/plugins/providers/anthropic/provider.ts";
+import { bodyFor, sendVia } from "../helpers/provider.ts";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
 import { computeAnthropicUsage } from "../fake-upstream/anthropic.ts";
 
@@ -52,16 +53,16 @@ const MESSAGES_BODY = { model: "claude-sonnet-5-5", max_tokens: 64, messages: [{
 
 describe("anthropic provider", () => {
   it("declares the Messages format only", () => {
-    expect(provider().formats).toEqual([anthropicMessages]);
+    expect(provider().codecs).toEqual([anthropicMessages]);
   });
 
   it("relays a Messages client's body to /v1/messages with x-api-key and anthropic-version, never the client's key", async () => {
     const headers = new Headers({ "x-api-key": "client-key", "anthropic-beta": "interleaved-thinking-2025-05-14, context-management-2025-06-27" });
     const ctx = context(anthropicMessages, MESSAGES_BODY, { headers });
     const p = provider();
-    const body = p.buildBody(ctx, anthropicMessages);
+    const body = bodyFor(p, ctx);
     expect(body).toEqual(MESSAGES_BODY);
-    const response = await p.send(ctx, body, anthropicMessages);
+    const response = await sendVia(p, ctx, body);
     expect(response.status).toBe(200);
     const [recorded] = fake.requests;
     expect(recorded!.path).toBe("/v1/messages");
@@ -81,27 +82,27 @@ describe("anthropic provider", () => {
     const chatBody = { model: "claude-sonnet-5-5", messages: [{ role: "user", content: "hi" }] };
     const ctx = context(openaiChat, chatBody, { headers: new Headers({ "anthropic-beta": "a-1" }) });
     const p = provider();
-    await p.send(ctx, p.buildBody(ctx, anthropicMessages), anthropicMessages);
+    await sendVia(p, ctx, bodyFor(p, ctx));
     expect(fake.requests[0]!.headers["anthropic-beta"]).toBeUndefined();
   });
 
   it("gives a translated client without a cap the model's maximum, or the budget's cap, keeping thinking below it", () => {
     const p = provider();
     const chatBody = { model: "claude-sonnet-5-5", messages: [{ role: "user", content: "hi" }], reasoning_effort: "high" };
-    expect(p.buildBody(context(openaiChat, chatBody), anthropicMessages)).toMatchObject({ max_tokens: 128_000, thinking: { type: "enabled", budget_tokens: 16384 } });
-    const capped = p.buildBody(context(openaiChat, chatBody, { upstreamOutputCap: 5000 }), anthropicMessages);
+    expect(bodyFor(p, context(openaiChat, chatBody))).toMatchObject({ max_tokens: 128_000, thinking: { type: "enabled", budget_tokens: 16384 } });
+    const capped = bodyFor(p, context(openaiChat, chatBody, { upstreamOutputCap: 5000 }));
     expect(capped).toMatchObject({ max_tokens: 5000, thinking: { type: "enabled", budget_tokens: 4999 } });
-    const tiny = p.buildBody(context(openaiChat, chatBody, { upstreamOutputCap: 900 }), anthropicMessages);
+    const tiny = bodyFor(p, context(openaiChat, chatBody, { upstreamOutputCap: 900 }));
     expect(tiny.max_tokens).toBe(900);
     expect(tiny.thinking).toBeUndefined();
-    const own = p.buildBody(context(openaiChat, { ...chatBody, max_completion_tokens: 3000 }), anthropicMessages);
+    const own = bodyFor(p, context(openaiChat, { ...chatBody, max_completion_tokens: 3000 }));
     expect(own).toMatchObject({ max_tokens: 3000, thinking: { budget_tokens: 2999 } });
   });
 
   it("streams from the fake in the real wire format, decodable to canonical events", async () => {
     const ctx = context(anthropicMessages, { ...MESSAGES_BODY, stream: true });
     const p = provider();
-    const response = await p.send(ctx, p.buildBody(ctx, anthropicMessages), anthropicMessages);
+    const response = await sendVia(p, ctx, bodyFor(p, ctx));
     const decoder = anthropicMessages.translation!.createStreamDecoder();
     const events: StreamEvent[] = [];
     for await (const frame of readSseFrames(response.body!)) {
@@ -116,15 +117,13 @@ describe("anthropic provider", () => {
   it("accepts a base URL with or without /v1", async () => {
     const ctx = context(anthropicMessages, MESSAGES_BODY);
     const p = provider({ baseUrl: fake.url + "/v1/" });
-    await p.send(ctx, p.buildBody(ctx, anthropicMessages), anthropicMessages);
+    await sendVia(p, ctx, bodyFor(p, ctx));
     expect(fake.requests[0]!.path).toBe("/v1/messages");
   });
 
   it("without a key answers 503 naming ANTHROPIC_API_KEY, before any upstream call", async () => {
     const ctx = context(anthropicMessages, MESSAGES_BODY);
-    const error = await provider({ apiKey: undefined })
-      .send(ctx, MESSAGES_BODY, anthropicMessages)
-      .catch((thrown) => thrown);
+    const error = await sendVia(provider({ apiKey: undefined }), ctx, MESSAGES_BODY).catch((thrown) => thrown);
     expect(error).toBeInstanceOf(ProviderUnavailableError);
     expect(error.message).toContain("ANTHROPIC_API_KEY");
     expect(fake.requests).toHaveLength(0);
@@ -137,7 +136,7 @@ describe("anthropic provider", () => {
     const instance = await anthropicPlugin.setup(config, host);
     expect(Object.keys(instance.providers!)).toEqual(["anthropic"]);
     const ctx = context(anthropicMessages, MESSAGES_BODY);
-    await instance.providers!.anthropic!.send(ctx, MESSAGES_BODY, anthropicMessages);
+    await sendVia(instance.providers!.anthropic!, ctx, MESSAGES_BODY);
     expect(fake.requests[0]!.headers["x-api-key"]).toBe("k");
   });
 

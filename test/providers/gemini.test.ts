@@ -7,6 +7,7 @@ import { gemini } from "../../src/formats/gemini/index.ts";
 import type { StreamEvent } from "../../src/core/canonical.ts";
 import geminiPlugin from "../../src/plugins/providers/gemini/index.ts";
 import { createGeminiProvider, geminiUrl } from "../../src/plugins/providers/gemini/provider.ts";
+import { bodyFor, sendVia } from "../helpers/provider.ts";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
 import { computeGeminiUsage } from "../fake-upstream/gemini.ts";
 
@@ -39,7 +40,7 @@ const provider = () => createGeminiProvider({ baseUrl: fake.url + "/", apiKeyEnv
 
 describe("gemini provider", () => {
   it("declares the gemini format only (every client format is translated)", () => {
-    expect(provider().formats).toEqual([gemini]);
+    expect(provider().codecs).toEqual([gemini]);
   });
 
   it("builds the URL of generateContent and of the SSE stream", () => {
@@ -52,9 +53,9 @@ describe("gemini provider", () => {
   it("posts a translated body with x-goog-api-key and reads the answer's usage", async () => {
     const ctx = chatContext({ model: "gemini-2.5-flash-lite", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "hello" }] });
     const p = provider();
-    const body = p.buildBody(ctx, gemini);
+    const body = bodyFor(p, ctx);
     expect(body).toEqual({ contents: [{ role: "user", parts: [{ text: "hello" }] }], systemInstruction: { parts: [{ text: "Be brief." }] } });
-    const response = await p.send(ctx, body, gemini);
+    const response = await sendVia(p, ctx, body);
     expect(response.status).toBe(200);
     const [recorded] = fake.requests;
     expect(recorded!.path).toBe("/v1beta/models/gemini-2.5-flash-lite:generateContent");
@@ -69,7 +70,7 @@ describe("gemini provider", () => {
   it("streams from streamGenerateContent?alt=sse through the stream decoder", async () => {
     const ctx = chatContext({ model: "gemini-4-carbon", stream: true, messages: [{ role: "user", content: "count" }] }, "gemini-4-carbon");
     const p = provider();
-    const response = await p.send(ctx, p.buildBody(ctx, gemini), gemini);
+    const response = await sendVia(p, ctx, bodyFor(p, ctx));
     expect(fake.requests[0]!.path).toBe("/v1beta/models/gemini-4-carbon:streamGenerateContent?alt=sse");
     const decoder = gemini.translation!.createStreamDecoder();
     const events: StreamEvent[] = [];
@@ -81,15 +82,15 @@ describe("gemini provider", () => {
 
   it("puts the budget's output cap in generationConfig when the client set none", () => {
     const capped = chatContext({ model: "m", messages: [{ role: "user", content: "hi" }] }, "m", { upstreamOutputCap: 512 });
-    expect((provider().buildBody(capped, gemini).generationConfig as any).maxOutputTokens).toBe(512);
+    expect((bodyFor(provider(), capped).generationConfig as any).maxOutputTokens).toBe(512);
     const own = chatContext({ model: "m", max_tokens: 100, messages: [{ role: "user", content: "hi" }] }, "m", { upstreamOutputCap: 512 });
-    expect((provider().buildBody(own, gemini).generationConfig as any).maxOutputTokens).toBe(100);
+    expect((bodyFor(provider(), own).generationConfig as any).maxOutputTokens).toBe(100);
   });
 
   it("answers 503 naming GEMINI_API_KEY when no key is configured, without calling upstream", async () => {
     const keyless = createGeminiProvider({ baseUrl: fake.url, apiKeyEnv: "GEMINI_API_KEY", apiKey: undefined });
     const ctx = chatContext({ model: "gemini-4-carbon", messages: [{ role: "user", content: "hi" }] });
-    const error = await keyless.send(ctx, keyless.buildBody(ctx, gemini), gemini).catch((thrown) => thrown);
+    const error = await sendVia(keyless, ctx, bodyFor(keyless, ctx)).catch((thrown) => thrown);
     expect(error).toBeInstanceOf(ProviderUnavailableError);
     expect(error.status).toBe(503);
     expect(error.message).toContain("GEMINI_API_KEY");
@@ -101,7 +102,7 @@ describe("gemini provider", () => {
     const instance = await geminiPlugin.setup({ base_url: fake.url, api_key_env: "MY_GEMINI_KEY" }, host);
     expect(Object.keys(instance.providers ?? {})).toEqual(["gemini"]);
     const ctx = chatContext({ model: "m", messages: [{ role: "user", content: "hi" }] });
-    const response = await instance.providers!.gemini!.send(ctx, instance.providers!.gemini!.buildBody(ctx, gemini), gemini);
+    const response = await sendVia(instance.providers!.gemini!, ctx, bodyFor(instance.providers!.gemini!, ctx));
     expect(response.status).toBe(200);
     expect(fake.requests[0]!.headers["x-goog-api-key"]).toBe("k");
   });

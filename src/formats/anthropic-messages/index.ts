@@ -1,4 +1,4 @@
-import type { WireFormat } from "../../core/format.ts";
+import type { StreamingWireFormat } from "../../core/format.ts";
 import { anthropicErrorResponse, anthropicStreamErrorFrame, readAnthropicUpstreamError } from "./errors.ts";
 import { createMessagesStreamRelay, readMessagesResponse, relayMessagesRequestBody, relayMessagesResponse } from "./relay.ts";
 import { decodeMessagesRequest } from "./request.ts";
@@ -6,7 +6,7 @@ import { messagesTranslation } from "./translation/index.ts";
 import { ANTHROPIC_MESSAGES } from "./signature.ts";
 
 /** Anthropic Messages, as a client speaks it (POST /v1/messages) and as an upstream speaks it natively. */
-export const anthropicMessages: WireFormat = {
+export const anthropicMessages: StreamingWireFormat = {
   name: ANTHROPIC_MESSAGES,
   decodeRequest: decodeMessagesRequest,
   errorResponse: anthropicErrorResponse,

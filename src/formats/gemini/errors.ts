@@ -1,5 +1,4 @@
-import type { GatewayError } from "../../core/errors.ts";
-import { redact } from "../../core/secrets.ts";
+import type { UpstreamErrorInfo } from "../../core/format.ts";
 
 /**
  * Google RPC status -> HTTP status (docs/wire-formats.md#google-gemini,
@@ -48,7 +47,7 @@ export interface GeminiErrorObject {
 }
 
 /** The Google RPC status name for an HTTP status. */
-export function googleStatusFor(httpStatus: number): string {
+function googleStatusFor(httpStatus: number): string {
   return STATUS_BY_HTTP[httpStatus] ?? (httpStatus >= 400 && httpStatus < 500 ? "INVALID_ARGUMENT" : "INTERNAL");
 }
 
@@ -67,7 +66,7 @@ export function geminiErrorObject(body: unknown): GeminiErrorObject | undefined 
 }
 
 /** The upstream's message, RPC status and, for context overflow, the code chat clients branch on. */
-export function readGeminiUpstreamError(status: number, text: string): { message: string; type?: string; code?: string } {
+export function readGeminiUpstreamError(status: number, text: string): UpstreamErrorInfo {
   let error: GeminiErrorObject | undefined;
   try {
     error = geminiErrorObject(JSON.parse(text));
@@ -78,19 +77,4 @@ export function readGeminiUpstreamError(status: number, text: string): { message
     type: typeof error.status === "string" ? error.status : googleStatusFor(status),
     code: CONTEXT_TOO_LONG.test(error.message) ? "context_length_exceeded" : undefined,
   };
-}
-
-/** A gateway error in Gemini's body shape, secrets in the message masked. */
-export function geminiErrorBody(error: GatewayError): { error: Required<GeminiErrorObject> } {
-  return { error: { code: error.status, message: redact(error.message), status: googleStatusFor(error.status) } };
-}
-
-/** A gateway error as a Gemini SSE frame (a `data:` line holding the error body, as Gemini sends it). */
-export function geminiStreamErrorFrame(error: GatewayError): string {
-  return `data: ${JSON.stringify(geminiErrorBody(error))}\n\n`;
-}
-
-/** A gateway error as a Gemini HTTP response. */
-export function geminiErrorResponse(error: GatewayError, headers?: Record<string, string>): Response {
-  return Response.json(geminiErrorBody(error), { status: error.status, headers: { ...error.headers, ...headers } });
 }

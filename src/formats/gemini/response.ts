@@ -36,11 +36,3 @@ export function decodeGeminiResponse(body: Record<string, unknown>): CanonicalRe
     usage: readGeminiUsage(body.usageMetadata),
   };
 }
-
-/** Usage and id of a generateContent answer (what the core reads for billing). */
-export function readGeminiResponse(body: Record<string, unknown>): { usage: CanonicalResponse["usage"]; id?: string } {
-  return {
-    usage: readGeminiUsage(body.usageMetadata),
-    id: typeof body.responseId === "string" ? body.responseId : undefined,
-  };
-}

@@ -1,11 +1,11 @@
-import type { WireFormat } from "../../core/format.ts";
+import type { StreamingWireFormat } from "../../core/format.ts";
 import { errorBody, errorResponse, type GatewayError } from "../../core/errors.ts";
 import { decodeChatRequest } from "./request.ts";
 import { createChatStreamRelay, readChatUsage, relayChatRequestBody, relayChatResponse } from "./relay.ts";
 import { openaiChatTranslation } from "./translation/index.ts";
 
 /** OpenAI Chat Completions, as a client speaks it and as an upstream speaks it. */
-export const openaiChat: WireFormat = {
+export const openaiChat: StreamingWireFormat = {
   name: "openai-chat",
   decodeRequest: decodeChatRequest,
   errorResponse: (error: GatewayError, headers?: Record<string, string>) => errorResponse(error, headers),

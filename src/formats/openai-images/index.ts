@@ -45,7 +45,7 @@ function imagesOf(body: Record<string, unknown>): Record<string, unknown>[] {
 
 /**
  * OpenAI Images (POST /v1/images/generations), as a client speaks it and as an upstream speaks it.
- * Non-streaming only; relay-only (no translation to chat formats). Images travel inline as base64:
+ * Non-streaming only (no stream relay: decodeRequest refuses `stream`); relay-only (no translation to chat formats). Images travel inline as base64:
  * `response_format` is never sent upstream (the GPT image models always answer b64_json and refuse the
  * parameter) and any hosted `url` is stripped from the answer.
  */
@@ -77,11 +77,6 @@ export const openaiImages: WireFormat = {
     );
     const { url: _url, ...rest } = body;
     return { ...rest, data };
-  },
-
-  createStreamRelay() {
-    // Never used: decodeRequest refuses `stream`.
-    return { onFrame: (frame) => ({ out: `data: ${frame.data}\n\n`, events: [] }) };
   },
 
   readUpstreamError(status, text) {

@@ -1,4 +1,4 @@
-import type { WireFormat } from "../../core/format.ts";
+import type { StreamingWireFormat } from "../../core/format.ts";
 import { errorResponse, type GatewayError } from "../../core/errors.ts";
 import { decodeResponsesRequest } from "./request.ts";
 import { createResponsesStreamRelay, readResponsesResponse, relayResponsesRequestBody, relayResponsesResponse } from "./relay.ts";
@@ -11,7 +11,7 @@ import { openaiResponsesTranslation } from "./translation/index.ts";
  * SDK speak it, and as OpenAI serves it upstream. Stateless: previous_response_id is refused, history comes in
  * `input`.
  */
-export const openaiResponses: WireFormat = {
+export const openaiResponses: StreamingWireFormat = {
   name: RESPONSES_FORMAT,
   decodeRequest: decodeResponsesRequest,
   errorResponse: (error: GatewayError, headers?: Record<string, string>) => errorResponse(error, headers),

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "bun:test";
 import { gemini } from "../../../src/formats/gemini/index.ts";
-import { GatewayError, RateLimitError, UpstreamTimeoutError } from "../../../src/core/errors.ts";
 import { httpStatusOf } from "../../../src/formats/gemini/errors.ts";
 
 describe("gemini errors", () => {
@@ -29,20 +28,5 @@ describe("gemini errors", () => {
     expect(httpStatusOf({ status: "UNAVAILABLE" })).toBe(503);
     expect(httpStatusOf({ status: "DEADLINE_EXCEEDED" })).toBe(504);
     expect(httpStatusOf({ code: 418 })).toBe(418);
-  });
-
-  it("writes gateway errors in Gemini's shape, as a response and as an SSE data frame", async () => {
-    const response = gemini.errorResponse(new RateLimitError("slow down", { headers: { "retry-after": "2" } }));
-    expect(response.status).toBe(429);
-    expect(response.headers.get("retry-after")).toBe("2");
-    expect(await response.json()).toEqual({ error: { code: 429, message: "slow down", status: "RESOURCE_EXHAUSTED" } });
-    expect(gemini.streamErrorFrame(new UpstreamTimeoutError("late"))).toBe(
-      `data: {"error":{"code":504,"message":"late","status":"DEADLINE_EXCEEDED"}}\n\n`,
-    );
-  });
-
-  it("refuses client-side use with an internal error (Gemini is upstream-only here)", () => {
-    expect(() => gemini.decodeRequest({})).toThrow(GatewayError);
-    expect(() => gemini.translation!.toCanonical({})).toThrow(/upstream-only/);
   });
 });

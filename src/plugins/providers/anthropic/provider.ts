@@ -1,10 +1,8 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
-import { missingKeyReason } from "../key.ts";
-import type { WireFormat } from "../../../core/format.ts";
-import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
-import { crossesFormats, upstreamBodyFor } from "../../../core/translate.ts";
+import type { UpstreamRoute } from "../../../core/route.ts";
+import { missingKeyError, missingKeyReason } from "../key.ts";
+import { jsonHeaders } from "../../../transport/index.ts";
 import { anthropicMessages } from "../../../formats/anthropic-messages/index.ts";
 import { fitThinkingBudget } from "../../../formats/anthropic-messages/translation/from-canonical.ts";
 
@@ -39,12 +37,11 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
     return headers;
   };
   return {
-    formats: [anthropicMessages],
+    codecs: [anthropicMessages],
     unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
-    buildBody(ctx: GatewayContext, format: WireFormat) {
-      const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
+    adjustBody(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute) {
       // A translated client that set no cap gets what its funds allow (budget) or the model's maximum.
-      if (crossesFormats(ctx, format) && ctx.request.maxOutputTokens === undefined) {
+      if (!route.relayed && ctx.request.maxOutputTokens === undefined) {
         const cap = ctx.upstreamOutputCap ?? ctx.model?.max_output_tokens;
         if (cap !== undefined) body.max_tokens = cap;
         fitThinkingBudget(body);
@@ -53,17 +50,12 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
         body.max_tokens = ctx.upstreamOutputCap;
         fitThinkingBudget(body);
       }
-      return body;
     },
-    async send(ctx, body, format) {
-      if (!upstream.apiKey) {
-        throw new ProviderUnavailableError(
-          `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
-        );
-      }
-      const betas = crossesFormats(ctx, format) ? "" : clientBetas(ctx.headers, allowed);
-      const headers = betas ? headersFor(betas) : baseHeaders!;
-      return upstreamFetch({ url, headers, body, signal: ctx.signal });
+    endpoint(ctx: GatewayContext, route: UpstreamRoute) {
+      if (!upstream.apiKey) throw missingKeyError(ctx.request.model, upstream.name, upstream.apiKeyEnv);
+      // Only a relayed (Messages) client's betas go upstream: a translated body uses no beta feature.
+      const betas = route.relayed ? clientBetas(ctx.headers, allowed) : "";
+      return { url, headers: betas ? headersFor(betas) : baseHeaders! };
     },
   };
 }

@@ -1,9 +1,7 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
-import { missingKeyReason } from "../key.ts";
-import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
-import { upstreamBodyFor } from "../../../core/translate.ts";
+import { missingKeyError, missingKeyReason } from "../key.ts";
+import { jsonHeaders } from "../../../transport/index.ts";
 import { gemini } from "../../../formats/gemini/index.ts";
 
 export interface GeminiUpstream {
@@ -28,21 +26,14 @@ export function geminiUrl(baseUrl: string, upstreamModel: string, stream: boolea
 export function createGeminiProvider(upstream: GeminiUpstream): Provider {
   const headers = upstream.apiKey ? jsonHeaders({ "x-goog-api-key": upstream.apiKey }) : undefined;
   return {
-    formats: [gemini],
+    codecs: [gemini],
     unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
-    buildBody(ctx: GatewayContext, format) {
-      const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
+    adjustBody(body: Record<string, unknown>, ctx: GatewayContext) {
       if (ctx.upstreamOutputCap !== undefined) applyOutputCap(body, ctx.upstreamOutputCap);
-      return body;
     },
-    async send(ctx, body) {
-      if (!upstream.apiKey) {
-        throw new ProviderUnavailableError(
-          `model "${ctx.request.model}" is served by gemini, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
-        );
-      }
-      const url = geminiUrl(upstream.baseUrl, ctx.target!.upstreamModel, ctx.request.stream);
-      return upstreamFetch({ url, headers: headers!, body, signal: ctx.signal });
+    endpoint(ctx: GatewayContext) {
+      if (!headers) throw missingKeyError(ctx.request.model, "gemini", upstream.apiKeyEnv);
+      return { url: geminiUrl(upstream.baseUrl, ctx.target!.upstreamModel, ctx.request.stream), headers };
     },
   };
 }

@@ -1,9 +1,8 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
-import { missingKeyReason } from "../key.ts";
-import { ProviderUnavailableError } from "../../../core/errors.ts";
-import { jsonHeaders, upstreamFetch } from "../../../transport/index.ts";
-import { upstreamBodyFor } from "../../../core/translate.ts";
+import type { UpstreamRoute } from "../../../core/route.ts";
+import { missingKeyError, missingKeyReason } from "../key.ts";
+import { jsonHeaders } from "../../../transport/index.ts";
 import { openaiChat } from "../../../formats/openai-chat/index.ts";
 import { openaiResponses } from "../../../formats/openai-responses/index.ts";
 import { openaiImages } from "../../../formats/openai-images/index.ts";
@@ -38,15 +37,14 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
   const imagesUrl = baseUrl + "/images/generations";
   const headers = upstream.apiKey ? jsonHeaders({ authorization: `Bearer ${upstream.apiKey}` }) : undefined;
   return {
-    formats: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
+    codecs: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
     unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
-    buildBody(ctx: GatewayContext, format) {
-      const body = upstreamBodyFor(ctx, format, ctx.target!.upstreamModel);
-      if (format === openaiImages) return body; // priced by size and quality: no output cap field
+    adjustBody(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute) {
+      if (route.codec === openaiImages) return; // priced by size and quality: no output cap field
       // The cap the budget's hold assumed always goes upstream: an honest upstream never bills past the hold.
       const cap = ctx.upstreamOutputCap;
-      if (cap === undefined) return body;
-      if (format === openaiResponses) {
+      if (cap === undefined) return;
+      if (route.codec === openaiResponses) {
         capOutput(body, "max_output_tokens", cap);
       } else if (body.max_tokens == null && body.max_completion_tokens == null) {
         body[upstream.outputCapField] = cap;
@@ -55,16 +53,11 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
         if (body.max_tokens != null) capOutput(body, "max_tokens", cap);
         if (body.max_completion_tokens != null) capOutput(body, "max_completion_tokens", cap);
       }
-      return body;
     },
-    send(ctx, body, format) {
-      if (!headers) {
-        throw new ProviderUnavailableError(
-          `model "${ctx.request.model}" is served by ${upstream.name}, which has no API key: set ${upstream.apiKeyEnv} and restart the gateway`,
-        );
-      }
-      const target = format === openaiResponses ? responsesUrl : format === openaiImages ? imagesUrl : url;
-      return upstreamFetch({ url: target, headers, body, signal: ctx.signal });
+    endpoint(ctx: GatewayContext, route: UpstreamRoute) {
+      if (!headers) throw missingKeyError(ctx.request.model, upstream.name, upstream.apiKeyEnv);
+      const target = route.codec === openaiResponses ? responsesUrl : route.codec === openaiImages ? imagesUrl : url;
+      return { url: target, headers };
     },
   };
 }
