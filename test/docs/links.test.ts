@@ -36,9 +36,17 @@ const markdown = files.filter((file) => file.endsWith(".md"));
 const SOURCE_EXTENSIONS = new Set([".ts", ".tsx", ".js", ".mjs", ".yaml", ".yml", ".toml", ".sh"]);
 const sources = files.filter((file) => SOURCE_EXTENSIONS.has(extname(file)) && file !== SELF);
 
+const SIBLING_CHECKOUT = "a path into a sibling checkout";
+
+/** `../shared/` that resolves, from the file's folder, to a folder of this repository (src/plugins/storage/shared/). */
+function insideRepository(file: string, path: string): boolean {
+  const target = resolve(ROOT, dirname(file), path);
+  return target.startsWith(ROOT + sep) && existsSync(target);
+}
+
 /** Text that points outside the repository, wherever it appears (links, prose, code blocks, comments). */
 const OUTSIDE: { pattern: RegExp; why: string }[] = [
-  { pattern: /(?:\.\.\/)+shared\//, why: "a path into a sibling checkout" },
+  { pattern: /(?:\.\.\/)+shared\//, why: SIBLING_CHECKOUT },
   { pattern: /(?:^|[\s`'"(=])\/(?:work|home|Users|root|mnt)\//, why: "an absolute path on someone's machine" },
   { pattern: /\bshared\/(?:reference|spec|design|hooks)\//, why: "notes that are not in the repository" },
   { pattern: /\b(?:catalog-prices|service-spec)\.md\b/, why: "an external reference file" },
@@ -111,6 +119,7 @@ function outsideReferences(file: string, text: string): Finding[] {
   for (const { pattern, why } of OUTSIDE) {
     const global = new RegExp(pattern.source, pattern.flags.includes("g") ? pattern.flags : pattern.flags + "g");
     for (const match of text.matchAll(global)) {
+      if (why === SIBLING_CHECKOUT && insideRepository(file, match[0].trim())) continue;
       findings.push({ file, line: lineOf(text, match.index!), text: match[0].trim(), why });
     }
   }

@@ -4,6 +4,7 @@ import { pathOf } from "../../core/app.ts";
 import { AuthenticationError, InvalidRequestError, NotFoundError, type GatewayError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
+import { storeCall } from "../storage/http-errors.ts";
 import { createAudit } from "./audit.ts";
 import { listPage, listParams, parseListCursor, parseListLimit, parseSearch, type ListCursor } from "./list-query.ts";
 import {
@@ -149,7 +150,7 @@ export default definePlugin({
               if (minimum !== undefined && amount < usdToNano(minimum)) {
                 throw new InvalidRequestError(`the minimum ${body.kind} top-up is ${minimum} USD`, { param: "amount" });
               }
-              const result = await store.addCredit({ accountId: params.id, amount, kind: body.kind, reference: body.reference });
+              const result = await storeCall(store.addCredit({ accountId: params.id, amount, kind: body.kind, reference: body.reference }));
               audit.note(request, { entry_id: result.entryId });
               set.status = 201;
               return { data: { entry_id: result.entryId, balance: nanoToUsd(result.balance), duplicate: result.duplicate } };
@@ -170,18 +171,20 @@ export default definePlugin({
               const expiresAt = body.expires_at ? parseTimestamp(body.expires_at, "expires_at") : null;
               if (expiresAt !== null && expiresAt <= Date.now()) throw new InvalidRequestError("expires_at is in the past", { param: "expires_at" });
               const secret = generateApiKey();
-              const key = await store.createKey({
-                id: "key_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
-                accountId: params.id,
-                name: body.name,
-                keyHash: hashApiKey(secret),
-                label: maskApiKey(secret),
-                limit: body.limit == null ? null : parseAmount(body.limit, "limit"),
-                models,
-                requestsPerMinute: body.rate_limit?.requests_per_minute ?? null,
-                tokensPerMinute: body.rate_limit?.tokens_per_minute ?? null,
-                expiresAt,
-              });
+              const key = await storeCall(
+                store.createKey({
+                  id: "key_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
+                  accountId: params.id,
+                  name: body.name,
+                  keyHash: hashApiKey(secret),
+                  label: maskApiKey(secret),
+                  limit: body.limit == null ? null : parseAmount(body.limit, "limit"),
+                  models,
+                  requestsPerMinute: body.rate_limit?.requests_per_minute ?? null,
+                  tokensPerMinute: body.rate_limit?.tokens_per_minute ?? null,
+                  expiresAt,
+                }),
+              );
               audit.note(request, { key_id: key.id });
               set.status = 201;
               return { data: { ...keyView(key), key: secret } };

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import type { Repository } from "../storage/repository.ts";
+import type { SettingsStore } from "../storage/repository.ts";
 import type { Logger } from "../../core/log.ts";
 import { registerSecret } from "../../core/secrets.ts";
 
@@ -14,7 +14,7 @@ function sha256(text: string): string {
  * token made on the first start, printed once and kept only as its hash. The token is a secret: masked in
  * every answer and log line (core/secrets.ts), that one line excepted.
  */
-export async function adminTokenHash(configured: string, store: Repository, log: Logger): Promise<string> {
+export async function adminTokenHash(configured: string, store: SettingsStore, log: Logger): Promise<string> {
   if (configured) {
     registerSecret(configured);
     return sha256(configured);

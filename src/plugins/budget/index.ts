@@ -6,6 +6,7 @@ import { InvalidRequestError, NotFoundError, UnavailableError } from "../../core
 import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import type { Funds, PlanCycle, ReservationInput } from "../storage/repository.ts";
+import { storeCall } from "../storage/http-errors.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
 import { buyPlanDocs, fundsDocs, listPlansDocs } from "../../openapi/admin.ts";
 
@@ -232,17 +233,19 @@ export default definePlugin({
             const plan = Object.hasOwn(config.plans, body.plan) ? config.plans[body.plan] : undefined;
             if (!plan) throw new InvalidRequestError(`unknown plan "${body.plan}"; configured: ${Object.keys(config.plans).join(", ") || "none"}`, { param: "plan" });
             const now = host.now();
-            const { cycle, balance } = await store.purchasePlan({
-              id: "plan_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
-              accountId: params.id,
-              plan: body.plan,
-              funding: body.funding,
-              price: usdToNano(plan.price),
-              bonus: usdToNano(plan.bonus_credit ?? 0),
-              startedAt: now,
-              endsAt: now + PLAN_CYCLE_MS,
-              renewing: body.funding === "card",
-            });
+            const { cycle, balance } = await storeCall(
+              store.purchasePlan({
+                id: "plan_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
+                accountId: params.id,
+                plan: body.plan,
+                funding: body.funding,
+                price: usdToNano(plan.price),
+                bonus: usdToNano(plan.bonus_credit ?? 0),
+                startedAt: now,
+                endsAt: now + PLAN_CYCLE_MS,
+                renewing: body.funding === "card",
+              }),
+            );
             planCache.delete(params.id);
             set.status = 201;
             return { data: cycleView(cycle, balance) };

@@ -1,5 +1,5 @@
 import { GatewayError, UnavailableError } from "../../core/errors.ts";
-import type { Repository } from "../storage/repository.ts";
+import type { LedgerStore } from "../storage/repository.ts";
 
 /** Past this many cached accounts the cache starts over (it only saves store reads). */
 const MAX_CACHED_ACCOUNTS = 100_000;
@@ -11,7 +11,7 @@ const PAID = Number.POSITIVE_INFINITY;
  * so a funded account is read once and then answered from memory for good; a promotional one is
  * re-read after `ttlMs` so its first paid top-up lifts the caps within that time.
  */
-export function createPromotionalStatus(store: Repository, now: () => number, ttlMs: number) {
+export function createPromotionalStatus(store: LedgerStore, now: () => number, ttlMs: number) {
   /** accountId -> until when "promotional" holds, or PAID. A number, not an object: nothing allocated per hit. */
   const cache = new Map<string, number>();
   const reading = new Map<string, Promise<boolean>>();

@@ -1,8 +1,10 @@
 import type { NanoUsd } from "../../core/money.ts";
 
 /**
- * The storage contract. SQLite (embedded default) and Postgres (multi-instance) implement it;
- * everything else reaches the store only through it. All money is integer nano-USD.
+ * The storage contract, by domain (accounts, ledger, keys, metering, reservations, plans, instances,
+ * settings). SQLite (embedded default) and Postgres (multi-instance) implement all of it; everything else
+ * reaches the store only through it, and may name only the slice it uses. All money is integer nano-USD.
+ * Refusals are storage errors (errors.ts), mapped to HTTP errors by the routes (http-errors.ts).
  */
 
 export const CREDIT_KINDS = ["card", "usdt", "bonus", "voucher", "promotional"] as const;
@@ -169,15 +171,23 @@ export interface ReservationInput {
   extension?: boolean;
 }
 
-export interface Repository {
+/** Accounts: who is billed. */
+export interface AccountStore {
   createAccount(name: string): Promise<Account>;
   getAccount(id: string): Promise<Account | null>;
-  /** Idempotent on `reference`; a reference reused for another account or amount throws ConflictError. */
-  addCredit(credit: CreditInput): Promise<CreditResult>;
-  accountTotals(accountId: string): Promise<AccountTotals>;
   /** Newest first, in (created_at, id) order; the cursor and the search combine. */
   listAccounts(query: AccountQuery): Promise<Account[]>;
+}
 
+/** The ledger: credits in, the totals they and the metered debits add up to. */
+export interface LedgerStore {
+  /** Idempotent on `reference`; a reference reused for another account or amount throws RecordConflictError. */
+  addCredit(credit: CreditInput): Promise<CreditResult>;
+  accountTotals(accountId: string): Promise<AccountTotals>;
+}
+
+/** API keys of accounts. */
+export interface KeyStore {
   createKey(key: NewApiKey): Promise<ApiKey>;
   findKeyByHash(keyHash: string): Promise<ApiKey | null>;
   getKey(id: string): Promise<ApiKey | null>;
@@ -187,7 +197,10 @@ export interface Repository {
   listKeys(accountId: string, page: RequestPage): Promise<ApiKey[]>;
   /** Total spend of a key, nano-USD. */
   keyUsage(keyId: string): Promise<NanoUsd>;
+}
 
+/** The metering sink and what it wrote: generation records, their debits and the daily roll-ups. */
+export interface MeteringStore {
   /**
    * Meters one request: the generation record (with totalCost > 0 it is the request's usage debit in
    * the ledger), the key's and account's totals and the daily roll-up, all in one transaction. Writes may be batched (group
@@ -200,7 +213,12 @@ export interface Repository {
   listGenerations(accountId: string, page: RequestPage): Promise<Generation[]>;
   /** Daily roll-ups of an account (or one key) between two UTC days, inclusive. */
   usageByDay(query: { accountId: string; keyId?: string; startDay: string; endDay: string }): Promise<UsageRow[]>;
+  /** Writes everything batched so far. */
+  flush(): Promise<void>;
+}
 
+/** Budget holds of requests in flight. */
+export interface ReservationStore {
   /**
    * Atomically reads the available funds, asks `decide` for the amount to hold (it throws a
    * GatewayError to refuse) and holds it. Concurrent reservations never spend the same funds.
@@ -208,28 +226,52 @@ export interface Repository {
    * already exclude the hold): how a request whose priced cost exceeds its hold takes what is still free.
    */
   reserve(input: ReservationInput, decide: (funds: Funds) => NanoUsd): Promise<NanoUsd>;
+  /** Drops a reservation now (a request that ends without a generation record). */
+  releaseReservation(id: string): Promise<void>;
+}
+
+/** Plan cycles of accounts. */
+export interface PlanStore {
   /** Buys a plan cycle atomically: balance funding debits the price (once per account); the bonus is credited. */
   purchasePlan(purchase: PlanPurchase): Promise<{ cycle: PlanCycle; balance: NanoUsd }>;
   /** The plan cycle in force at `at`, if any. */
   activePlan(accountId: string, at: number): Promise<PlanCycle | null>;
-  /** Drops a reservation now (a request that ends without a generation record). */
-  releaseReservation(id: string): Promise<void>;
+}
+
+/** Gateway processes sharing the store, and the holds they leave behind. */
+export interface InstanceStore {
   /** Marks this gateway process alive. */
   heartbeat(instanceId: string, now: number): Promise<void>;
   /** Releases the reservations of processes not seen alive since `aliveSince`; returns how many. */
   releaseStaleReservations(aliveSince: number): Promise<number>;
   /** A process stopping cleanly: its reservations and its row go. */
   removeInstance(instanceId: string): Promise<void>;
+}
 
+/** Named values the gateway keeps across restarts (the admin token's hash, ...). */
+export interface SettingsStore {
   getSetting(name: string): Promise<string | null>;
   setSetting(name: string, value: string): Promise<void>;
+}
 
-  /** Writes everything batched so far. */
-  flush(): Promise<void>;
+/** The store as a whole: is it answering, and closing it. */
+export interface StoreLifecycle {
   /** A cheap query; throws when the store cannot answer. */
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Every domain of the store: what the `storage` service provides; a consumer may ask for just its slice. */
+export interface Repository
+  extends AccountStore,
+    LedgerStore,
+    KeyStore,
+    MeteringStore,
+    ReservationStore,
+    PlanStore,
+    InstanceStore,
+    SettingsStore,
+    StoreLifecycle {}
 
 declare module "../../core/plugin.ts" {
   interface Services {

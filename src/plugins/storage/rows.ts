@@ -1,4 +1,6 @@
-import type { ApiKey, Generation } from "./repository.ts";
+import { InvalidRecordError } from "./errors.ts";
+import { newId } from "./shared/ids.ts";
+import { CREDIT_KINDS, type ApiKey, type CreditInput, type Generation, type NewApiKey, type PlanCycle, type PlanPurchase } from "./repository.ts";
 
 /** What both dialects' `api_keys` rows look like once read (drizzle maps the columns to these names). */
 export interface ApiKeyRow {
@@ -33,6 +35,49 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     deletedAt: row.deletedAt,
     blocked: row.blocked,
   };
+}
+
+/** The row a new key is stored as: no spend, not deleted, not blocked. */
+export function newApiKeyRow(key: NewApiKey): ApiKeyRow & { usageNano: number } {
+  return {
+    id: key.id || newId("key"),
+    accountId: key.accountId,
+    name: key.name,
+    keyHash: key.keyHash,
+    label: key.label,
+    limitNano: key.limit,
+    models: key.models === null ? null : JSON.stringify(key.models),
+    rpm: key.requestsPerMinute,
+    tpm: key.tokensPerMinute,
+    expiresAt: key.expiresAt,
+    createdAt: Date.now(),
+    deletedAt: null,
+    blocked: false,
+    usageNano: 0,
+  };
+}
+
+/** Credit kinds that count as paid (promotional-only detection). */
+export const PAID_KINDS = new Set<string>(["card", "usdt"]);
+
+/** The message of a credit that would take an account past the integers a JS number holds exactly. */
+export const CREDITS_CAP_MESSAGE =
+  "this amount would take the account's credits past 9007199.254740991 USD (2^53 - 1 nano-USD), the most it counts exactly";
+
+/** Refuses a credit that could never be stored: amount, kind and reference, before any I/O. */
+export function checkCredit({ amount, kind, reference }: CreditInput): void {
+  if (!Number.isSafeInteger(amount) || amount <= 0) {
+    throw new InvalidRecordError("credit amount must be a positive integer of nano-USD", { field: "amount" });
+  }
+  if (!(CREDIT_KINDS as readonly string[]).includes(kind)) {
+    throw new InvalidRecordError(`unknown credit kind "${kind}"`, { field: "kind" });
+  }
+  if (!reference) throw new InvalidRecordError("credit reference is required", { field: "reference" });
+}
+
+/** The cycle a purchase starts (the purchase without its bonus). */
+export function cycleOf(p: PlanPurchase): PlanCycle {
+  return { id: p.id, accountId: p.accountId, plan: p.plan, funding: p.funding, price: p.price, startedAt: p.startedAt, endsAt: p.endsAt, renewing: p.renewing };
 }
 
 /** Refuses a generation that could never be written (a bug upstream of the store), before it is queued. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import type { Generation } from "../../../src/plugins/storage/repository.ts";
-import { createGroupCommit } from "../../../src/plugins/storage/sqlite/group-commit.ts";
+import { createGroupCommit } from "../../../src/plugins/storage/shared/group-commit.ts";
 import { PendingGenerations } from "../../../src/plugins/storage/shared/pending.ts";
 import { captureLog, makeGeneration } from "./helpers.ts";
 
@@ -17,6 +17,7 @@ async function commitsUnderSteadyLoad(forMs: number) {
       commitStarts.push(performance.now());
       committed.push(...batch);
     },
+    isPermanent: () => false,
     flushIntervalMs: FLUSH_INTERVAL_MS,
     maxBatch: 10_000,
     log: captureLog(),

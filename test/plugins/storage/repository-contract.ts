@@ -1,11 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
-import {
-  ConflictError,
-  InsufficientBalanceError,
-  KeyBudgetExceededError,
-  NotFoundError,
-  UnavailableError,
-} from "../../../src/core/errors.ts";
+import { InsufficientBalanceError, KeyBudgetExceededError, UnavailableError } from "../../../src/core/errors.ts";
+import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from "../../../src/plugins/storage/errors.ts";
 import type { Logger } from "../../../src/core/log.ts";
 import type { Funds, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
 import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
@@ -123,12 +118,12 @@ export function repositoryContract(harness: ContractHarness): void {
       const again = await repository.addCredit({ accountId: account.id, amount: 5 * USD, kind: "card", reference: "pi_1" });
       expect(again).toEqual({ entryId: first.entryId, balance: 5 * USD, duplicate: true });
 
-      await expect(repository.addCredit({ accountId: account.id, amount: 1, kind: "card", reference: "pi_1" })).rejects.toBeInstanceOf(ConflictError);
+      await expect(repository.addCredit({ accountId: account.id, amount: 1, kind: "card", reference: "pi_1" })).rejects.toBeInstanceOf(RecordConflictError);
       await expect(repository.addCredit({ accountId: other.id, amount: 5 * USD, kind: "card", reference: "pi_1" })).rejects.toThrow(
         "reference already used for another credit",
       );
       await expect(repository.addCredit({ accountId: "acct_missing", amount: 1, kind: "card", reference: "pi_x" })).rejects.toBeInstanceOf(
-        NotFoundError,
+        RecordNotFoundError,
       );
 
       await repository.addCredit({ accountId: account.id, amount: USD, kind: "bonus", reference: "welcome" });
@@ -179,9 +174,9 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(await repository.getKey("key_fixed")).toEqual(key);
       expect(await repository.findKeyByHash("b".repeat(64))).toBeNull();
       expect(await repository.getKey("key_unknown")).toBeNull();
-      await expect(repository.createKey({ ...key, id: "key_other" })).rejects.toBeInstanceOf(ConflictError);
+      await expect(repository.createKey({ ...key, id: "key_other" })).rejects.toBeInstanceOf(RecordConflictError);
       await expect(repository.createKey({ ...key, id: "key_orphan", keyHash: "c".repeat(64), accountId: "acct_missing" })).rejects.toBeInstanceOf(
-        NotFoundError,
+        RecordNotFoundError,
       );
 
       const deleted = await repository.deleteKey("key_fixed");
@@ -578,7 +573,7 @@ export function repositoryContract(harness: ContractHarness): void {
 
       const held = reservation(account.id, key.id);
       await repository.reserve(held, () => 11 * USD);
-      await expect(repository.purchasePlan(purchase())).rejects.toBeInstanceOf(InsufficientBalanceError);
+      await expect(repository.purchasePlan(purchase())).rejects.toBeInstanceOf(InsufficientFundsError);
       expect(await repository.activePlan(account.id, start)).toBeNull();
       await repository.releaseReservation(held.id);
 
@@ -592,12 +587,12 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(await repository.activePlan(account.id, start - 1)).toBeNull();
       expect(await repository.activePlan(account.id, start + 31 * 86_400_000)).toBeNull();
 
-      await expect(repository.purchasePlan(purchase({ price: 1 }))).rejects.toBeInstanceOf(ConflictError);
+      await expect(repository.purchasePlan(purchase({ price: 1 }))).rejects.toBeInstanceOf(RecordConflictError);
       const card = await repository.purchasePlan(purchase({ funding: "card", renewing: true, bonus: 0, startedAt: start + 1000 }));
       expect(card.balance).toBe(12 * USD);
       // A renewing cycle stays in force after its end.
       expect(await repository.activePlan(account.id, start + 400 * 86_400_000)).toEqual(card.cycle);
-      await expect(repository.purchasePlan(purchase({ accountId: "acct_missing" }))).rejects.toBeInstanceOf(NotFoundError);
+      await expect(repository.purchasePlan(purchase({ accountId: "acct_missing" }))).rejects.toBeInstanceOf(RecordNotFoundError);
     });
 
     it.skipIf(harness.concurrentInstances === false)("never overspends: 100 concurrent reservations from two gateways against a balance covering 7", async () => {

@@ -3,7 +3,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
-import { InsufficientBalanceError, UnavailableError } from "../../../src/core/errors.ts";
+import { UnavailableError } from "../../../src/core/errors.ts";
+import { InsufficientFundsError } from "../../../src/plugins/storage/errors.ts";
 import type { Repository } from "../../../src/plugins/storage/repository.ts";
 import {
   createSqliteRepository,
@@ -185,11 +186,11 @@ describe("storage/sqlite repository", () => {
     });
     const input = { id: "gen-held", accountId: account.id, keyId: key.id, keyLimited: false, instanceId: "gw_test", createdAt: start };
     await repository.reserve(input, () => 11 * USD);
-    await expect(repository.purchasePlan(purchase("plan_a"))).rejects.toBeInstanceOf(InsufficientBalanceError);
+    await expect(repository.purchasePlan(purchase("plan_a"))).rejects.toBeInstanceOf(InsufficientFundsError);
 
     // The request settles at its exact cost: its queued debit (not yet written) counts instead of the hold.
     repository.recordGeneration(makeGeneration(account.id, key.id, { id: "gen-held", totalCost: 11 * USD, outputCost: 11 * USD, inputCost: 0 }));
-    await expect(repository.purchasePlan(purchase("plan_b"))).rejects.toBeInstanceOf(InsufficientBalanceError);
+    await expect(repository.purchasePlan(purchase("plan_b"))).rejects.toBeInstanceOf(InsufficientFundsError);
     expect(await repository.activePlan(account.id, start)).toBeNull();
 
     await repository.addCredit({ accountId: account.id, amount: 1 * USD, kind: "card", reference: "d" });

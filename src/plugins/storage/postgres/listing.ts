@@ -1,6 +1,7 @@
-import { and, desc, eq, lt, or, sql } from "drizzle-orm";
+import { and, desc, eq, or, sql } from "drizzle-orm";
 import type { Account, AccountQuery, ApiKey, RequestPage } from "../repository.ts";
 import { toApiKey } from "../rows.ts";
+import { olderThan, pageLimit } from "../shared/cursor.ts";
 import { ASCII_LOWER, ASCII_UPPER, foldAscii } from "../search.ts";
 import type { PostgresDb } from "./open.ts";
 import { accounts, apiKeys } from "./schema.ts";
@@ -11,7 +12,7 @@ export function createPostgresListing(db: PostgresDb) {
   const folded = (column: typeof accounts.name | typeof accounts.id) => sql`translate(${column}, ${ASCII_UPPER}, ${ASCII_LOWER})`;
   return {
     async listAccounts(query: AccountQuery): Promise<Account[]> {
-      const limit = Math.max(0, Math.floor(query.limit));
+      const limit = pageLimit(query);
       if (limit === 0) return [];
       const q = query.q ? foldAscii(query.q) : undefined;
       return db
@@ -29,7 +30,7 @@ export function createPostgresListing(db: PostgresDb) {
     },
 
     async listKeys(accountId: string, page: RequestPage): Promise<ApiKey[]> {
-      const limit = Math.max(0, Math.floor(page.limit));
+      const limit = pageLimit(page);
       if (limit === 0) return [];
       const rows = await db
         .select()
@@ -40,11 +41,4 @@ export function createPostgresListing(db: PostgresDb) {
       return rows.map(toApiKey);
     },
   };
-}
-
-/** Rows strictly older than the cursor in (created_at, id) order; no id: strictly before the millisecond. */
-function olderThan(table: typeof accounts | typeof apiKeys, page: RequestPage) {
-  if (page.before === undefined) return undefined;
-  const beforeId = page.beforeId ?? "";
-  return or(lt(table.createdAt, page.before), and(eq(table.createdAt, page.before), lt(table.id, beforeId)));
 }

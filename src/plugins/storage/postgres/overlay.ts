@@ -2,6 +2,7 @@ import type { SQL } from "bun";
 import { and, asc, between, desc, eq, lt, or, sql } from "drizzle-orm";
 import type { AccountTotals, Generation, RequestPage, UsageRow } from "../repository.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
+import { isOlderThan, newestFirst, pageLimit } from "../shared/cursor.ts";
 import type { PostgresDb } from "./open.ts";
 import { generations, usageDaily } from "./schema.ts";
 
@@ -99,12 +100,11 @@ export function createOverlayReads(client: SQL, db: PostgresDb, pending: Pending
     },
 
     async listGenerations(accountId: string, page: RequestPage): Promise<Generation[]> {
-      const limit = Math.max(0, Math.floor(page.limit));
+      const limit = pageLimit(page);
       if (limit === 0) return [];
       const before = page.before ?? Number.MAX_SAFE_INTEGER;
-      // Cursor (created_at, id): rows of the same millisecond are split by id, none lost between pages.
-      const beforeId = page.beforeId ?? "";
-      const older = (g: { createdAt: number; id: string }) => g.createdAt < before || (g.createdAt === before && g.id < beforeId);
+      const beforeId = page.beforeId ?? ""; // no id: strictly before the millisecond
+      const older = isOlderThan(page);
       // Captured before the query: a generation committed meanwhile shows up in both, and is kept once.
       const queued = pending.queue.filter((g) => g.accountId === accountId && older(g)).map((g) => ({ ...g }));
       const stored = await db
@@ -121,7 +121,7 @@ export function createOverlayReads(client: SQL, db: PostgresDb, pending: Pending
       if (queued.length === 0) return stored;
       const storedIds = new Set(stored.map((g) => g.id));
       return [...stored, ...queued.filter((g) => !storedIds.has(g.id))]
-        .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        .sort(newestFirst)
         .slice(0, limit);
     },
 

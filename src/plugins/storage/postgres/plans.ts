@@ -1,34 +1,12 @@
 import type { SQL } from "bun";
-import { ConflictError, InsufficientBalanceError, NotFoundError } from "../../../core/errors.ts";
+import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from "../errors.ts";
+import { cycleOf } from "../rows.ts";
+import { toCycle, type PlanRow } from "../shared/plan-rows.ts";
 import { nanoToUsdString } from "../../../core/money.ts";
 import type { PlanCycle, PlanPurchase } from "../repository.ts";
 import { newId } from "../shared/ids.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
 import { readFunds } from "./reservations.ts";
-
-interface PlanRow {
-  id: string;
-  account_id: string;
-  plan: string;
-  funding: string;
-  price_nano: string;
-  started_at: string;
-  ends_at: string;
-  renewing: boolean;
-}
-
-function toCycle(row: PlanRow): PlanCycle {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    plan: row.plan,
-    funding: row.funding as PlanCycle["funding"],
-    price: Number(row.price_nano),
-    startedAt: Number(row.started_at),
-    endsAt: Number(row.ends_at),
-    renewing: row.renewing,
-  };
-}
 
 const INSERT_ENTRY = `insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at) values ($1, $2, $3, $4, $5, null, $6)`;
 
@@ -42,16 +20,16 @@ export function createPostgresPlans(client: SQL, pending: PendingGenerations) {
     async purchasePlan(p: PlanPurchase): Promise<{ cycle: PlanCycle; balance: number }> {
       const balance = await client.begin(async (tx) => {
         const locked = await tx.unsafe(`select 1 from accounts where id = $1 for no key update`, [p.accountId]);
-        if (locked.length === 0) throw new NotFoundError(`no account "${p.accountId}"`);
+        if (locked.length === 0) throw new RecordNotFoundError(`no account "${p.accountId}"`);
         const funds = await readFunds(tx, pending, { accountId: p.accountId, keyId: null });
         let after = funds.balance;
         if (p.funding === "balance") {
           const funded = await tx.unsafe(`select 1 from account_plans where account_id = $1 and funding = 'balance' limit 1`, [p.accountId]);
           if (funded.length > 0) {
-            throw new ConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
+            throw new RecordConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
           }
           if (funds.account < p.price) {
-            throw new InsufficientBalanceError(
+            throw new InsufficientFundsError(
               `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.account))}; top up first`,
             );
           }
@@ -71,7 +49,7 @@ export function createPostgresPlans(client: SQL, pending: PendingGenerations) {
         return after;
       });
       return {
-        cycle: { id: p.id, accountId: p.accountId, plan: p.plan, funding: p.funding, price: p.price, startedAt: p.startedAt, endsAt: p.endsAt, renewing: p.renewing },
+        cycle: cycleOf(p),
         balance,
       };
     },

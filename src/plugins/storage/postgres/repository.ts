@@ -1,8 +1,8 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
-import { ConflictError, InvalidRequestError, NotFoundError, UnavailableError } from "../../../core/errors.ts";
+import { UnavailableError } from "../../../core/errors.ts";
+import { InvalidRecordError, RecordConflictError, RecordNotFoundError } from "../errors.ts";
 import { createLogger, type Logger } from "../../../core/log.ts";
 import {
-  CREDIT_KINDS,
   type Account,
   type ApiKey,
   type CreditInput,
@@ -13,8 +13,8 @@ import {
 } from "../repository.ts";
 import { newId } from "../shared/ids.ts";
 import { PendingGenerations } from "../shared/pending.ts";
-import { guard, isForeignKeyViolation, isUniqueViolation, storeError } from "./errors.ts";
-import { createGroupCommit } from "./group-commit.ts";
+import { guard, isForeignKeyViolation, isPermanent, isUniqueViolation, storeError } from "./errors.ts";
+import { createGroupCommit } from "../shared/group-commit.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { openPostgres, type OpenPostgresOptions } from "./open.ts";
 import { createOverlayReads } from "./overlay.ts";
@@ -22,7 +22,7 @@ import { createPostgresPlans } from "./plans.ts";
 import { createPostgresListing } from "./listing.ts";
 import { createPostgresReservations } from "./reservations.ts";
 import { accounts, apiKeys, settings } from "./schema.ts";
-import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
+import { checkCredit, checkGeneration, CREDITS_CAP_MESSAGE, newApiKeyRow, PAID_KINDS, toApiKey } from "../rows.ts";
 
 export interface PostgresRepositoryOptions extends OpenPostgresOptions {
   /** Group-commit period (default 5 ms). */
@@ -32,7 +32,6 @@ export interface PostgresRepositoryOptions extends OpenPostgresOptions {
   log?: Logger;
 }
 
-const PAID_KINDS = new Set<string>(["card", "usdt"]);
 
 
 /**
@@ -51,7 +50,7 @@ export async function createPostgresRepository(url: string, options: PostgresRep
   const plans = createPostgresPlans(client, pending);
   const reads = createOverlayReads(client, db, pending);
   const listing = createPostgresListing(db);
-  const commits = createGroupCommit({ pending, write: writer.write, flushIntervalMs, maxBatch, log });
+  const commits = createGroupCommit({ pending, write: writer.write, isPermanent, flushIntervalMs, maxBatch, log });
   let closed = false;
 
   const selectKeyByHash = db.select().from(apiKeys).where(eq(apiKeys.keyHash, sql.placeholder("hash"))).prepare("gw_key_by_hash");
@@ -82,14 +81,8 @@ export async function createPostgresRepository(url: string, options: PostgresRep
     addCredit: (credit: CreditInput) =>
       guard(async (): Promise<CreditResult> => {
         assertOpen();
+        checkCredit(credit);
         const { accountId, amount, kind, reference } = credit;
-        if (!Number.isSafeInteger(amount) || amount <= 0) {
-          throw new InvalidRequestError("credit amount must be a positive integer of nano-USD", { param: "amount" });
-        }
-        if (!(CREDIT_KINDS as readonly string[]).includes(kind)) {
-          throw new InvalidRequestError(`unknown credit kind "${kind}"`, { param: "kind" });
-        }
-        if (!reference) throw new InvalidRequestError("credit reference is required", { param: "reference" });
         const paid = PAID_KINDS.has(kind) ? amount : 0;
         const entryId = newId("le");
         const outcome = await client
@@ -110,21 +103,19 @@ export async function createPostgresRepository(url: string, options: PostgresRep
                 [amount, paid, accountId, Number.MAX_SAFE_INTEGER],
               );
               if (updated.length === 0) {
-                throw new InvalidRequestError("this amount would take the account's credits past 9007199.254740991 USD (2^53 - 1 nano-USD), the most it counts exactly", {
-                  param: "amount",
-                });
+                throw new InvalidRecordError(CREDITS_CAP_MESSAGE, { field: "amount" });
               }
               return { entryId, duplicate: false };
             }
             const [existing] = await tx.unsafe(`select id, account_id, amount_nano, kind from ledger_entries where reference = $1`, [reference]);
             // A replay is the same credit: account, amount and kind (a card payment is not a bonus).
             if (existing.account_id !== accountId || Number(existing.amount_nano) !== amount || existing.kind !== kind) {
-              throw new ConflictError("reference already used for another credit", { param: "reference" });
+              throw new RecordConflictError("reference already used for another credit", { field: "reference" });
             }
             return { entryId: existing.id as string, duplicate: true };
           })
           .catch((error: unknown) => {
-            if (isForeignKeyViolation(error)) throw new NotFoundError(`account ${accountId} not found`);
+            if (isForeignKeyViolation(error)) throw new RecordNotFoundError(`account ${accountId} not found`);
             throw error;
           });
         return { ...outcome, balance: (await reads.totalsOf(accountId)).balance };
@@ -137,27 +128,12 @@ export async function createPostgresRepository(url: string, options: PostgresRep
     createKey: (key: NewApiKey) =>
       guard(async () => {
         assertOpen();
-        const row: ApiKeyRow & { usageNano?: number } = {
-          id: key.id || newId("key"),
-          accountId: key.accountId,
-          name: key.name,
-          keyHash: key.keyHash,
-          label: key.label,
-          limitNano: key.limit,
-          models: key.models === null ? null : JSON.stringify(key.models),
-          rpm: key.requestsPerMinute,
-          tpm: key.tokensPerMinute,
-          expiresAt: key.expiresAt,
-          createdAt: Date.now(),
-          deletedAt: null,
-          blocked: false,
-          usageNano: 0,
-        };
+        const row = newApiKeyRow(key);
         try {
           await db.insert(apiKeys).values(row);
         } catch (error) {
-          if (isForeignKeyViolation(error)) throw new NotFoundError(`account ${key.accountId} not found`);
-          if (isUniqueViolation(error)) throw new ConflictError("a key with this id or hash already exists");
+          if (isForeignKeyViolation(error)) throw new RecordNotFoundError(`account ${key.accountId} not found`);
+          if (isUniqueViolation(error)) throw new RecordConflictError("a key with this id or hash already exists");
           throw error;
         }
         return toApiKey(row);

@@ -1,6 +1,7 @@
-import { and, desc, eq, lt, or, sql } from "drizzle-orm";
+import { and, desc, eq, or, sql } from "drizzle-orm";
 import type { Account, AccountQuery, ApiKey, RequestPage } from "../repository.ts";
 import { toApiKey } from "../rows.ts";
+import { olderThan, pageLimit } from "../shared/cursor.ts";
 import { foldAscii } from "../search.ts";
 import type { SqliteDb } from "./open.ts";
 import { accounts, apiKeys } from "./schema.ts";
@@ -9,7 +10,7 @@ import { accounts, apiKeys } from "./schema.ts";
 export function createSqliteListing(db: SqliteDb) {
   return {
     listAccounts(query: AccountQuery): Account[] {
-      const limit = Math.max(0, Math.floor(query.limit));
+      const limit = pageLimit(query);
       if (limit === 0) return [];
       // lower() folds only A-Z here, as foldAscii does: the same rows as on Postgres.
       const q = query.q ? foldAscii(query.q) : undefined;
@@ -28,7 +29,7 @@ export function createSqliteListing(db: SqliteDb) {
     },
 
     listKeys(accountId: string, page: RequestPage): ApiKey[] {
-      const limit = Math.max(0, Math.floor(page.limit));
+      const limit = pageLimit(page);
       if (limit === 0) return [];
       return db
         .select()
@@ -40,11 +41,4 @@ export function createSqliteListing(db: SqliteDb) {
         .map(toApiKey);
     },
   };
-}
-
-/** Rows strictly older than the cursor in (created_at, id) order; no id: strictly before the millisecond. */
-function olderThan(table: typeof accounts | typeof apiKeys, page: RequestPage) {
-  if (page.before === undefined) return undefined;
-  const beforeId = page.beforeId ?? "";
-  return or(lt(table.createdAt, page.before), and(eq(table.createdAt, page.before), lt(table.id, beforeId)));
 }

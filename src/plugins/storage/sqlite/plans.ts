@@ -1,32 +1,10 @@
 import type { Database } from "bun:sqlite";
-import { ConflictError, InsufficientBalanceError, NotFoundError } from "../../../core/errors.ts";
+import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from "../errors.ts";
+import { cycleOf } from "../rows.ts";
+import { toCycle, type PlanRow } from "../shared/plan-rows.ts";
 import { nanoToUsdString } from "../../../core/money.ts";
 import type { PlanCycle, PlanPurchase } from "../repository.ts";
 import { newId } from "../shared/ids.ts";
-
-interface PlanRow {
-  id: string;
-  account_id: string;
-  plan: string;
-  funding: string;
-  price_nano: number;
-  started_at: number;
-  ends_at: number;
-  renewing: number;
-}
-
-function toCycle(row: PlanRow): PlanCycle {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    plan: row.plan,
-    funding: row.funding as PlanCycle["funding"],
-    price: row.price_nano,
-    startedAt: row.started_at,
-    endsAt: row.ends_at,
-    renewing: row.renewing === 1,
-  };
-}
 
 /** What this process knows of an account's funds that the file does not hold yet (reservations.ts, pending.ts). */
 export interface UnstoredFunds {
@@ -64,14 +42,14 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
 
   const purchase = client.transaction((p: PlanPurchase) => {
     const stored = available.get(p.accountId, p.accountId);
-    if (!stored) throw new NotFoundError(`no account "${p.accountId}"`);
+    if (!stored) throw new RecordNotFoundError(`no account "${p.accountId}"`);
     const funds = { available: stored.available + unstored.availableShift(p.accountId) };
     if (p.funding === "balance") {
       if (balanceFunded.get(p.accountId)) {
-        throw new ConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
+        throw new RecordConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
       }
       if (funds.available < p.price) {
-        throw new InsufficientBalanceError(
+        throw new InsufficientFundsError(
           `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.available))}; top up first`,
         );
       }
@@ -90,7 +68,7 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
     purchasePlan(p: PlanPurchase): { cycle: PlanCycle; balance: number } {
       const after = purchase.immediate(p);
       return {
-        cycle: { id: p.id, accountId: p.accountId, plan: p.plan, funding: p.funding, price: p.price, startedAt: p.startedAt, endsAt: p.endsAt, renewing: p.renewing },
+        cycle: cycleOf(p),
         balance: after,
       };
     },

@@ -1,9 +1,9 @@
 import { and, asc, between, desc, eq, lt, or, sql } from "drizzle-orm";
-import type { SQLiteError } from "bun:sqlite";
-import { ConflictError, GatewayError, InvalidRequestError, NotFoundError, UnavailableError } from "../../../core/errors.ts";
+import { UnavailableError } from "../../../core/errors.ts";
+import { InvalidRecordError, RecordConflictError, RecordNotFoundError } from "../errors.ts";
+import { failClosed, isPermanent, isUniqueViolation } from "./errors.ts";
 import { createLogger, type Logger } from "../../../core/log.ts";
 import {
-  CREDIT_KINDS,
   type Account,
   type AccountTotals,
   type ApiKey,
@@ -18,15 +18,16 @@ import { newId } from "../shared/ids.ts";
 import { compileStatement } from "./statements.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
-import { createGroupCommit } from "./group-commit.ts";
+import { createGroupCommit } from "../shared/group-commit.ts";
 import { createSqliteReservations, type HoldsMode } from "./reservations.ts";
 import { lockForHolds } from "./process-lock.ts";
 import { startCheckpointer } from "./checkpointer.ts";
 import { createSqlitePlans } from "./plans.ts";
 import { createSqliteListing } from "./listing.ts";
 import { PendingGenerations, withPendingUsage } from "../shared/pending.ts";
+import { isOlderThan, newestFirst, pageLimit } from "../shared/cursor.ts";
 import { accounts, apiKeys, generations, ledgerEntries, settings, usageDaily } from "./schema.ts";
-import { checkGeneration, toApiKey, type ApiKeyRow } from "../rows.ts";
+import { checkCredit, checkGeneration, CREDITS_CAP_MESSAGE, newApiKeyRow, PAID_KINDS, toApiKey } from "../rows.ts";
 
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** Group-commit period (default 5 ms). */
@@ -44,12 +45,7 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   log?: Logger;
 }
 
-const PAID_KINDS = new Set<string>(["card", "usdt"]);
 const p = sql.placeholder;
-
-function isUniqueViolation(error: unknown): boolean {
-  return (error as Partial<SQLiteError> | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
-}
 
 
 /** The embedded SQLite store: WAL, migrations at open, group-committed metering. */
@@ -132,7 +128,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     writer.write(batch);
     reservations.forgetWritten(batch.map((g) => g.id));
   }
-  const commits = createGroupCommit({ pending, write: writeBatch, flushIntervalMs, maxBatch, log });
+  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent, flushIntervalMs, maxBatch, log });
 
   function totalsOf(accountId: string): AccountTotals {
     const row = selectTotals.get({ id: accountId });
@@ -165,14 +161,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
     async addCredit(credit: CreditInput): Promise<CreditResult> {
       assertOpen();
+      checkCredit(credit);
       const { accountId, amount, kind, reference } = credit;
-      if (!Number.isSafeInteger(amount) || amount <= 0) {
-        throw new InvalidRequestError("credit amount must be a positive integer of nano-USD", { param: "amount" });
-      }
-      if (!(CREDIT_KINDS as readonly string[]).includes(kind)) {
-        throw new InvalidRequestError(`unknown credit kind "${kind}"`, { param: "kind" });
-      }
-      if (!reference) throw new InvalidRequestError("credit reference is required", { param: "reference" });
       return db.transaction(
         (tx) => {
           const existing = tx
@@ -183,16 +173,14 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
           if (existing !== undefined) {
             // A replay is the same credit: account, amount and kind (a card payment is not a bonus).
             if (existing.accountId !== accountId || existing.amount !== amount || existing.kind !== kind) {
-              throw new ConflictError("reference already used for another credit", { param: "reference" });
+              throw new RecordConflictError("reference already used for another credit", { field: "reference" });
             }
             return { entryId: existing.id, balance: totalsOf(accountId).balance, duplicate: true };
           }
           // Totals are read as JS numbers: an account's credits stay a safe integer, so every balance is exact.
           const current = tx.select({ credits: accounts.totalCreditsNano }).from(accounts).where(eq(accounts.id, accountId)).get();
           if (current !== undefined && current.credits + amount > Number.MAX_SAFE_INTEGER) {
-            throw new InvalidRequestError("this amount would take the account's credits past 9007199.254740991 USD (2^53 - 1 nano-USD), the most it counts exactly", {
-              param: "amount",
-            });
+            throw new InvalidRecordError(CREDITS_CAP_MESSAGE, { field: "amount" });
           }
           const paid = PAID_KINDS.has(kind) ? amount : 0;
           const updated = tx
@@ -204,7 +192,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
             .where(eq(accounts.id, accountId))
             .returning({ id: accounts.id })
             .get();
-          if (updated === undefined) throw new NotFoundError(`account ${accountId} not found`);
+          if (updated === undefined) throw new RecordNotFoundError(`account ${accountId} not found`);
           const entryId = newId("le");
           tx.insert(ledgerEntries)
             .values({ id: entryId, accountId, kind, amountNano: amount, reference, createdAt: Date.now() })
@@ -227,27 +215,12 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     async createKey(key: NewApiKey) {
       assertOpen();
       const account = db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, key.accountId)).get();
-      if (account === undefined) throw new NotFoundError(`account ${key.accountId} not found`);
-      const row: ApiKeyRow & { usageNano?: number } = {
-        id: key.id || newId("key"),
-        accountId: key.accountId,
-        name: key.name,
-        keyHash: key.keyHash,
-        label: key.label,
-        limitNano: key.limit,
-        models: key.models === null ? null : JSON.stringify(key.models),
-        rpm: key.requestsPerMinute,
-        tpm: key.tokensPerMinute,
-        expiresAt: key.expiresAt,
-        createdAt: Date.now(),
-        deletedAt: null,
-        blocked: false,
-        usageNano: 0,
-      };
+      if (account === undefined) throw new RecordNotFoundError(`account ${key.accountId} not found`);
+      const row = newApiKeyRow(key);
       try {
         db.insert(apiKeys).values(row).run();
       } catch (error) {
-        if (isUniqueViolation(error)) throw new ConflictError("a key with this id or hash already exists");
+        if (isUniqueViolation(error)) throw new RecordConflictError("a key with this id or hash already exists");
         throw error;
       }
       return toApiKey(row);
@@ -296,12 +269,11 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
 
     async listGenerations(accountId, page) {
-      const limit = Math.max(0, Math.floor(page.limit));
+      const limit = pageLimit(page);
       if (limit === 0) return [];
       const before = page.before ?? Number.MAX_SAFE_INTEGER;
-      // Cursor (created_at, id): rows of the same millisecond are split by id, none lost between pages.
       const beforeId = page.beforeId ?? ""; // no id: strictly before the millisecond
-      const older = (g: { createdAt: number; id: string }) => g.createdAt < before || (g.createdAt === before && g.id < beforeId);
+      const older = isOlderThan(page);
       const queued = pending.queue.filter((g) => g.accountId === accountId && older(g));
       const stored = db
         .select()
@@ -317,7 +289,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
         .all();
       if (queued.length === 0) return stored;
       return [...stored, ...queued.map((g) => ({ ...g }))]
-        .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        .sort(newestFirst)
         .slice(0, limit);
     },
 
@@ -337,7 +309,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
 
     async flush() {
-      if (!closed) commits.flush();
+      if (!closed) await commits.flush();
     },
 
     // Not async: the reservation's own promise is returned as is (an async wrapper adds microtask turns per request).
@@ -399,14 +371,4 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     },
   };
   return repository;
-}
-
-/** A driver failure (locked, I/O, closed) on a path that guards money: 503, never served unmetered. */
-function failClosed<T>(operation: () => T): T {
-  try {
-    return operation();
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    throw new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
-  }
 }

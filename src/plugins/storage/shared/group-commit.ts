@@ -1,0 +1,233 @@
+import { UnavailableError } from "../../../core/errors.ts";
+import type { Logger } from "../../../core/log.ts";
+import type { Generation } from "../repository.ts";
+import type { PendingGenerations } from "./pending.ts";
+
+const MAX_RETRY_DELAY_MS = 1000;
+
+/** A write step: done when it returns (SQLite), or when its promise settles (Postgres). */
+type Step = void | Promise<void>;
+
+export interface GroupCommitOptions {
+  pending: PendingGenerations;
+  /** Writes a batch in one transaction, all or nothing: synchronously, or by the promise it returns. */
+  write(batch: readonly Generation[]): Step;
+  /** The dialect's "this row can never be written": such a row is set aside; every other failure is retried. */
+  isPermanent(error: unknown): boolean;
+  flushIntervalMs: number;
+  maxBatch: number;
+  log: Logger;
+}
+
+/** Runs `work`, then `done`; a failure (thrown or rejected) goes to `failed`. Synchronous while `work` is. */
+function attempt(work: () => Step, done: () => void, failed: (error: unknown) => Step): Step {
+  let step: Step;
+  try {
+    step = work();
+  } catch (error) {
+    return failed(error);
+  }
+  if (step instanceof Promise) return step.then(done, failed);
+  done();
+}
+
+/**
+ * Group commit of metered generations: queued in `pending` (visible to reads at once), written every
+ * `flushIntervalMs` or as soon as `maxBatch` are queued, in transactions of at most `maxBatch`. A commit
+ * has a large fixed part (SQLite: the WAL pages it dirties; Postgres: a round trip), so the interval sets
+ * what a row costs. One write is in flight at a time; what is queued meanwhile goes in the next one. A
+ * synchronous writer (SQLite) writes one transaction per turn of the event loop, so a backlog never
+ * stalls it long; an asynchronous one (Postgres) drains the queue write after write. A failed write
+ * keeps the batch and retries with backoff; a row the schema refuses is logged whole and set aside so it
+ * cannot block the rows behind it.
+ */
+export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
+  let stopped = false;
+  let draining = false;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let immediate: ReturnType<typeof setImmediate> | null = null;
+  let failures = 0;
+  let inFlight: Promise<void> | null = null;
+  // Monotonic counts: the queue is FIFO, so everything recorded before a flush is settled once
+  // `settled` reaches the `recorded` the flush saw.
+  let recorded = 0;
+  let settled = 0;
+
+  function settle(count: number): void {
+    pending.settle(count);
+    settled += count;
+  }
+
+  function deadLetter(g: Generation, error: unknown): void {
+    log.error("generation rejected by the store; logged here instead", { generation: g, error: String(error) });
+    settle(1);
+  }
+
+  /** Writes the head of the queue (one batch); throws on a failure that may pass (the queue is kept). */
+  function writeHead(): Step {
+    const batch = pending.queue.slice(0, maxBatch);
+    if (batch.length === 0) return;
+    return attempt(
+      () => write(batch),
+      () => settle(batch.length),
+      (error) => {
+        if (!isPermanent(error)) throw error;
+        // A poison row: write this batch one by one so only the bad rows are set aside.
+        return writeEach(batch, 0);
+      },
+    );
+  }
+
+  function writeEach(batch: readonly Generation[], from: number): Step {
+    for (let i = from; i < batch.length; i++) {
+      const g = batch[i]!;
+      const step = attempt(
+        () => write([g]),
+        () => settle(1),
+        (rowError) => {
+          if (!isPermanent(rowError)) throw rowError;
+          deadLetter(g, rowError);
+        },
+      );
+      if (step instanceof Promise) return step.then(() => writeEach(batch, i + 1));
+    }
+  }
+
+  /** The write in flight, or a new one: never two at once, so batches settle in queue order. */
+  function writeOnce(): Step {
+    if (inFlight !== null) return inFlight;
+    const step = writeHead();
+    if (!(step instanceof Promise)) return;
+    inFlight = step.finally(() => {
+      inFlight = null;
+    });
+    return inFlight;
+  }
+
+  function resumed(): void {
+    if (failures > 0) log.info("metering writes resumed", { afterFailures: failures });
+    failures = 0;
+  }
+
+  function failed(error: unknown): void {
+    failures += 1;
+    const retryMs = Math.min(MAX_RETRY_DELAY_MS, flushIntervalMs * 2 ** failures);
+    log.error("metering flush failed; batch kept, retrying", { queued: pending.size, failures, retryMs, error: String(error) });
+    schedule(retryMs);
+  }
+
+  async function drain(first: Promise<void>): Promise<void> {
+    draining = true;
+    try {
+      await first;
+      while (!stopped && pending.size > 0) await writeOnce();
+      resumed();
+    } catch (error) {
+      failed(error);
+    } finally {
+      draining = false;
+    }
+  }
+
+  function tick(): void {
+    if (stopped || draining || pending.size === 0) return;
+    let step: Step;
+    try {
+      step = writeOnce();
+    } catch (error) {
+      failed(error);
+      return;
+    }
+    if (step instanceof Promise) {
+      void drain(step);
+      return;
+    }
+    // Synchronous: the next transaction on the next turn of the event loop.
+    resumed();
+    if (pending.size > 0) immediate ??= setImmediate(onImmediate);
+  }
+
+  function onTimer(): void {
+    timer = null;
+    tick();
+  }
+
+  function onImmediate(): void {
+    immediate = null;
+    tick();
+  }
+
+  function schedule(delayMs: number): void {
+    if (timer !== null || stopped) return;
+    timer = setTimeout(onTimer, delayMs);
+    timer.unref?.();
+  }
+
+  function unavailable(error: unknown): UnavailableError {
+    schedule(flushIntervalMs);
+    return new UnavailableError("storage could not write metered generations; they stay queued", { cause: error });
+  }
+
+  /** Writes until everything recorded before `target` is settled: synchronously while the writer is. */
+  function flushTo(target: number): Step {
+    while (settled < target) {
+      let step: Step;
+      try {
+        step = writeOnce();
+      } catch (error) {
+        throw unavailable(error);
+      }
+      if (step instanceof Promise) {
+        return step.then(
+          () => flushTo(target),
+          (error) => {
+            throw unavailable(error);
+          },
+        );
+      }
+    }
+    resumed();
+  }
+
+  return {
+    /** Queues a generation (ignored when its id is already queued) and arms the commit. */
+    record(g: Generation): void {
+      if (!pending.add(g)) return;
+      recorded += 1;
+      // A full batch is written at once, unless writes are failing: then the backoff timer paces retries.
+      if (pending.size >= maxBatch && failures === 0) immediate ??= setImmediate(onImmediate);
+      else schedule(flushIntervalMs);
+    },
+
+    /** Done once everything queued before the call is written; UnavailableError (queue kept, retried) when it cannot be. */
+    flush(): Step {
+      return flushTo(recorded);
+    },
+
+    /** Final flush (a few attempts), then no more timers. What cannot be written is logged whole. */
+    async stop(): Promise<void> {
+      let attempts = 0;
+      while (pending.size > 0) {
+        try {
+          await writeOnce();
+        } catch (error) {
+          attempts += 1;
+          if (attempts >= 3) {
+            log.error("closing with generations that could not be written; logged here instead", {
+              generations: pending.queue,
+              error: String(error),
+            });
+            break;
+          }
+          await Bun.sleep(100 * attempts);
+        }
+      }
+      stopped = true;
+      if (timer !== null) clearTimeout(timer);
+      if (immediate !== null) clearImmediate(immediate);
+      timer = null;
+      immediate = null;
+      await inFlight?.catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,24 @@
+import type { SQLiteError } from "bun:sqlite";
+import { GatewayError, UnavailableError } from "../../../core/errors.ts";
+import { StorageError } from "../errors.ts";
+
+export function isUniqueViolation(error: unknown): boolean {
+  return (error as Partial<SQLiteError> | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
+}
+
+/** SQLite errors that say "this row can never be written"; every other failure is retried. */
+export function isPermanent(error: unknown): boolean {
+  const code = (error as Partial<SQLiteError> | null)?.code;
+  if (typeof code !== "string") return !(error instanceof Error && /closed database/i.test(error.message));
+  return /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
+}
+
+/** A driver failure (locked, I/O, closed) on a path that guards money: 503, never served unmetered. */
+export function failClosed<T>(operation: () => T): T {
+  try {
+    return operation();
+  } catch (error) {
+    if (error instanceof GatewayError || error instanceof StorageError) throw error;
+    throw new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
+  }
+}
