@@ -9,15 +9,16 @@ import type { Usage } from "../../src/core/canonical.ts";
 
 /**
  * Shared provider conformance suite, through POST /v1/chat/completions with the official openai SDK and the fake
- * upstream behind the provider. `wire` says which fake format the provider speaks upstream (directive usage keys).
+ * upstream behind the provider. Each provider declares what it claims (its catalog model's capabilities) and how
+ * its fake upstream is told to report cache usage; nothing here names a provider.
  */
 export interface ConformanceOptions {
   /** Provider plugin name (for the test names). */
   provider: string;
   /** Catalog model id served by that provider. */
   model: string;
-  /** The upstream wire format the fake serves for it. */
-  wire: "openai" | "anthropic" | "gemini";
+  /** Usage the fake upstream is told to report (its wire's own keys, in a directive), with cache reads (and writes where the provider has them), plus the canonical usage it means. */
+  cacheUsage: { usage: Record<string, number>; canonical: Usage };
   /** Extra gateway env (base URL / key of the provider); `{fake}` in a value is replaced by the fake's URL. */
   env?: Record<string, string>;
 }
@@ -25,25 +26,11 @@ export interface ConformanceOptions {
 const catalog = loadCatalog("catalog.yaml");
 const directive = (d: Record<string, unknown>) => `[[fake ${JSON.stringify(d)}]]`;
 
-/** Directive usage with cache reads (and writes where the provider has them) plus the canonical usage it means. */
-function cacheUsage(wire: ConformanceOptions["wire"]): { usage: Record<string, number>; canonical: Usage } {
-  if (wire === "anthropic") {
-    return {
-      usage: { input_tokens: 500, cache_read_input_tokens: 400, cache_creation_input_tokens: 100, output_tokens: 50 },
-      canonical: { inputTokens: 1000, cacheReadTokens: 400, cacheWriteTokens: 100, outputTokens: 50, reasoningTokens: 0 },
-    };
-  }
-  if (wire === "gemini") {
-    return {
-      usage: { promptTokenCount: 1000, cachedContentTokenCount: 400, candidatesTokenCount: 50 },
-      canonical: { inputTokens: 1000, cacheReadTokens: 400, cacheWriteTokens: 0, outputTokens: 50, reasoningTokens: 0 },
-    };
-  }
-  return {
-    usage: { prompt_tokens: 1000, cached_tokens: 400, cache_write_tokens: 100, completion_tokens: 50 },
-    canonical: { inputTokens: 1000, cacheReadTokens: 400, cacheWriteTokens: 100, outputTokens: 50, reasoningTokens: 0 },
-  };
-}
+/** OpenAI-wire cache usage (the directive keys of test/fake-upstream/openai.ts): for every OpenAI-compatible provider. */
+export const OPENAI_CACHE_USAGE: ConformanceOptions["cacheUsage"] = {
+  usage: { prompt_tokens: 1000, cached_tokens: 400, cache_write_tokens: 100, completion_tokens: 50 },
+  canonical: { inputTokens: 1000, cacheReadTokens: 400, cacheWriteTokens: 100, outputTokens: 50, reasoningTokens: 0 },
+};
 
 const TOOL: OpenAI.Chat.Completions.ChatCompletionTool = {
   type: "function",
@@ -57,7 +44,7 @@ const ARGS = { city: "Paris", days: 2 };
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 export function providerConformance(options: ConformanceOptions): void {
-  const { provider, model, wire } = options;
+  const { provider, model } = options;
   const entry = catalog.get(model);
   const caps = (entry?.capabilities ?? {}) as Record<string, boolean | undefined>;
 
@@ -222,7 +209,7 @@ export function providerConformance(options: ConformanceOptions): void {
     });
 
     it("bills usage with cache tokens exactly", async () => {
-      const { usage, canonical } = cacheUsage(wire);
+      const { usage, canonical } = options.cacheUsage;
       const before = await balance();
       const { data, response } = await client.chat.completions
         .create({ model, messages: [{ role: "user", content: `cached ${directive({ usage })}` }] })

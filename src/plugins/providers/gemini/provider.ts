@@ -2,7 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import { missingKeyError, missingKeyReason } from "../key.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
-import { gemini } from "../../../formats/gemini/index.ts";
+import { gemini } from "./codec.ts";
 
 export interface GeminiUpstream {
   /** Base URL before `/v1beta`, e.g. https://generativelanguage.googleapis.com. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test";
-import type { StreamEvent } from "../../../src/core/canonical.ts";
-import { gemini, decodeGeminiCallId, GEMINI_FORMAT_NAME } from "../../../src/formats/gemini/index.ts";
-import { modelTag } from "../../../src/formats/gemini/tool-ids.ts";
+import type { StreamEvent } from "../../../../src/core/canonical.ts";
+import { gemini, decodeGeminiCallId, GEMINI_FORMAT_NAME } from "../../../../src/plugins/providers/gemini/codec.ts";
+import { modelTag } from "../../../../src/plugins/providers/gemini/tool-ids.ts";
 
 const HEAD = { modelVersion: "gemini-4-carbon", responseId: "resp-9" };
 

@@ -1,4 +1,4 @@
-import type { UpstreamErrorInfo } from "../../core/format.ts";
+import type { UpstreamErrorInfo } from "../../../core/format.ts";
 
 /**
  * Google RPC status -> HTTP status (docs/wire-formats.md#google-gemini,

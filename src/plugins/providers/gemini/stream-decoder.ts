@@ -1,6 +1,6 @@
-import type { StreamDecoder } from "../../core/format.ts";
-import type { SseFrame } from "../../core/sse.ts";
-import type { StreamEvent, Usage } from "../../core/canonical.ts";
+import type { StreamDecoder } from "../../../core/format.ts";
+import type { SseFrame } from "../../../core/sse.ts";
+import type { StreamEvent, Usage } from "../../../core/canonical.ts";
 import { geminiErrorObject, httpStatusOf } from "./errors.ts";
 import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
-import { gemini } from "../../../src/formats/gemini/index.ts";
-import { httpStatusOf } from "../../../src/formats/gemini/errors.ts";
+import { gemini } from "../../../../src/plugins/providers/gemini/codec.ts";
+import { httpStatusOf } from "../../../../src/plugins/providers/gemini/errors.ts";
 
 describe("gemini errors", () => {
   it("reads Gemini's message and RPC status from an error body", () => {

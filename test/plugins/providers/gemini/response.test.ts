@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test";
-import { gemini, decodeGeminiCallId, GEMINI_FORMAT_NAME } from "../../../src/formats/gemini/index.ts";
-import { modelTag } from "../../../src/formats/gemini/tool-ids.ts";
-import { UpstreamError } from "../../../src/core/errors.ts";
+import { gemini, decodeGeminiCallId, GEMINI_FORMAT_NAME } from "../../../../src/plugins/providers/gemini/codec.ts";
+import { modelTag } from "../../../../src/plugins/providers/gemini/tool-ids.ts";
+import { UpstreamError } from "../../../../src/core/errors.ts";
 
 const { decodeResponse } = gemini.translation!;
 

@@ -1,5 +1,5 @@
-import { UpstreamError } from "../../core/errors.ts";
-import type { CanonicalPart, CanonicalResponse } from "../../core/canonical.ts";
+import { UpstreamError } from "../../../core/errors.ts";
+import type { CanonicalPart, CanonicalResponse } from "../../../core/canonical.ts";
 import { geminiErrorObject } from "./errors.ts";
 import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
 

@@ -1,4 +1,4 @@
-import type { UpstreamCodec } from "../../core/format.ts";
+import type { UpstreamCodec } from "../../../core/format.ts";
 import { readGeminiUpstreamError } from "./errors.ts";
 import { geminiFromCanonical } from "./from-canonical.ts";
 import { GEMINI_FORMAT_NAME } from "./parts.ts";

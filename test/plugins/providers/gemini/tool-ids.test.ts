@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import { decodeGeminiCallId, encodeGeminiCallId, modelTag } from "../../../src/formats/gemini/tool-ids.ts";
+import { decodeGeminiCallId, encodeGeminiCallId, modelTag } from "../../../../src/plugins/providers/gemini/tool-ids.ts";
 
 const SIGNATURE = "CiQBVKhc7mR+Lq/3Zy0xk8nH1YyZ1nJx3o6Qm9bP0ZkZ8wUeRhIKnwEBVKhc7jXh2c0=";
 

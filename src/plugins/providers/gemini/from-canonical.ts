@@ -1,7 +1,7 @@
-import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalChatRequest, CanonicalTool, CanonicalToolChoice } from "../../core/canonical.ts";
+import { InvalidRequestError } from "../../../core/errors.ts";
+import type { CanonicalChatRequest, CanonicalTool, CanonicalToolChoice } from "../../../core/canonical.ts";
 import { geminiContents } from "./contents.ts";
-import { geminiParameters, sanitizeGeminiSchema } from "./schema.ts";
+import { geminiParameters, sanitizeGeminiSchema } from "./tool-schema.ts";
 import { normalizeModel } from "./tool-ids.ts";
 
 type Json = Record<string, unknown>;

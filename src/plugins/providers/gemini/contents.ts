@@ -1,5 +1,5 @@
-import { InvalidRequestError } from "../../core/errors.ts";
-import type { CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../core/canonical.ts";
+import { InvalidRequestError } from "../../../core/errors.ts";
+import type { CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
 import { GEMINI_FORMAT_NAME } from "./parts.ts";
 import { decodeGeminiCallId, modelTag, normalizeModel } from "./tool-ids.ts";
 

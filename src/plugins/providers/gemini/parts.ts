@@ -1,4 +1,4 @@
-import { usableCounts, type FinishReason, type Usage } from "../../core/canonical.ts";
+import { usableCounts, type FinishReason, type Usage } from "../../../core/canonical.ts";
 import { encodeGeminiCallId, normalizeModel } from "./tool-ids.ts";
 
 /** The format's name: reasoning parts from Gemini carry it in their origin. */

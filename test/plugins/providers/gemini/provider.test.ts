@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "bun:test";
-import type { GatewayContext } from "../../src/core/context.ts";
-import { ProviderUnavailableError } from "../../src/core/errors.ts";
-import { readSseFrames } from "../../src/core/sse.ts";
-import { openaiChat } from "../../src/formats/openai-chat/index.ts";
-import { gemini } from "../../src/formats/gemini/index.ts";
-import type { StreamEvent } from "../../src/core/canonical.ts";
-import geminiPlugin from "../../src/plugins/providers/gemini/index.ts";
-import { createGeminiProvider, geminiUrl } from "../../src/plugins/providers/gemini/provider.ts";
-import { bodyFor, sendVia } from "../helpers/provider.ts";
-import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
-import { computeGeminiUsage } from "../fake-upstream/gemini.ts";
+import type { GatewayContext } from "../../../../src/core/context.ts";
+import { ProviderUnavailableError } from "../../../../src/core/errors.ts";
+import { readSseFrames } from "../../../../src/core/sse.ts";
+import { openaiChat } from "../../../../src/formats/openai-chat/index.ts";
+import { gemini } from "../../../../src/plugins/providers/gemini/codec.ts";
+import type { StreamEvent } from "../../../../src/core/canonical.ts";
+import geminiPlugin from "../../../../src/plugins/providers/gemini/index.ts";
+import { createGeminiProvider, geminiUrl } from "../../../../src/plugins/providers/gemini/provider.ts";
+import { bodyFor, sendVia } from "../../../helpers/provider.ts";
+import { startFakeUpstream, type FakeUpstream } from "../../../fake-upstream/server.ts";
+import { computeGeminiUsage } from "../../../fake-upstream/gemini.ts";
 
 let fake: FakeUpstream;
 beforeAll(async () => {
