@@ -13,7 +13,7 @@ export function generateApiKey(): string {
 
 /** SHA-256 hex of a key: what the store keeps. */
 export function hashApiKey(key: string): string {
-  // The one-shot form: a third of a hasher object's cost (0.2 vs 0.7 µs), and this runs on every request.
+  // The one-shot form: cheaper than a hasher object (docs/performance.md), and this runs on every request.
   return Bun.SHA256.hash(key, "hex");
 }
 

@@ -108,7 +108,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Wind
     connectTimeout,
     retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
     connectionName: "gateway-rate-limit",
-    // The scripts of one event-loop turn go out in one write (+20% req/s at c=64 with every request limited).
+    // The scripts of one event-loop turn go out in one write: one round trip for a turn's requests (docs/performance.md).
     enableAutoPipelining: true,
   }) as ScriptedRedis;
   redis.defineCommand("rateLimitAdmit", { numberOfKeys: 1, lua: ADMIT_LUA });

@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { buildO200kCounter } from "./o200k.ts";
 
-/** The o200k tokenizer, loaded in the background (~0.2 s): until then, the byte bound. */
+/** The o200k tokenizer, loaded in the background: until then, the byte bound. */
 let o200k: ((text: string) => number) | undefined;
 let loading: Promise<void> | undefined;
 
@@ -18,9 +18,9 @@ export function loadTokenizer(): Promise<void> {
 
 /**
  * The o200k ranks read from gpt-tokenizer's own `data/o200k_base.tiktoken` (one "base64 rank" line per
- * token) into compact tables (o200k.ts, ~5 MB) instead of importing its 2.4 MB JavaScript module
- * (~80 MB resident, never returned) or building its Map of 200k strings (~25 MB). Same counts (a test
- * compares them with gpt-tokenizer's).
+ * token) into compact tables (o200k.ts) instead of importing its JavaScript module (many times larger once
+ * resident, and never returned) or building its Map of 200k strings (figures: docs/performance.md). Same
+ * counts (a test compares them with gpt-tokenizer's).
  */
 async function buildO200k(): Promise<(text: string) => number> {
   const counter = buildO200kCounter(await Bun.file(o200kDataFile()).text());
@@ -38,9 +38,9 @@ function exactCount(text: string): number {
 
 /**
  * o200k counts of long texts seen lately, by content hash. Coding agents resend the whole conversation
- * (system prompt, tool schemas, every earlier turn) on every request: counting a 160 KB prompt takes
- * ~10 ms of the event loop; hashing it ~0.02 ms, so only the new turn is tokenized. 64-bit wyhash with a
- * per-process random seed (nobody can aim a collision at it) and the length in the key.
+ * (system prompt, tool schemas, every earlier turn) on every request: counting a long prompt blocks the event
+ * loop for milliseconds, hashing it hardly at all (bench/token-count.ts), so only the new turn is tokenized.
+ * 64-bit wyhash with a per-process random seed (nobody can aim a collision at it) and the length in the key.
  */
 const CACHE_MIN_LENGTH = 256;
 const CACHE_ENTRIES = 20_000;

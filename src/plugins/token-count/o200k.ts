@@ -3,8 +3,8 @@ import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants"
 /**
  * A counting-only o200k byte-pair encoder over compact tables. The ranks live in typed arrays: every
  * token's bytes back to back, their offsets, and an open-addressing hash table from bytes to rank
- * (~5 MB in all). gpt-tokenizer keeps the same table as a Map of 200k strings (~25 MB resident, more as
- * its merge cache fills). Same pre-tokenizing regex (gpt-tokenizer's own) and the same merge rule
+ * (a few MB in all). gpt-tokenizer keeps the same table as a Map of 200k strings (several times that
+ * resident, more as its merge cache fills; docs/performance.md). Same pre-tokenizing regex (gpt-tokenizer's own) and the same merge rule
  * (tiktoken's: repeatedly merge the adjacent pair whose bytes have the lowest rank), so the same counts;
  * the test compares them with gpt-tokenizer on every rank and on varied texts. Text is counted as
  * ordinary text: a special-token string such as `<|endoftext|>` in a prompt is just characters.
@@ -186,8 +186,7 @@ export function buildO200kCounter(tiktoken: string): O200kCounter {
     tokens,
     count(text: string): number {
       // The pieces `text.matchAll(O200K_TOKEN_SPLIT_REGEX)` yields, found with `test` on a sticky copy: no
-      // match array, iterator or destructuring per piece (counting a prompt allocated ~2 KB, most of a
-      // gateway's garbage). The pattern matches every code point on its own (a test checks them all), so
+      // match array, iterator or destructuring per piece (they were most of a counted request's garbage). The pattern matches every code point on its own (a test checks them all), so
       // each piece starts where the last one ended and the sticky test cannot fail before the end.
       let total = 0;
       let at = 0;
