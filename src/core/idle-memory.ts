@@ -1,7 +1,7 @@
 /**
  * Gives the memory of a burst back once the gateway goes quiet. JSC collects when its heap grows, not
  * when traffic stops, so after a burst the process keeps tens of MB of dead objects and free pages
- * (measured: ~200 MB resident after 10 s at c=64, ~150 MB once collected). When requests came in
+ * (docs/performance.md). When requests came in
  * during one period and none in the next, a full collection runs once (a few ms, with nothing new
  * being served); a steady stream of requests never pays it.
  */
@@ -24,7 +24,7 @@ export function startIdleMemoryRelease(requestsSeen: () => number, quietMs: numb
   return { stop: () => clearInterval(timer) };
 }
 
-/** A full collection only: `Bun.shrink()` as well gave back ~10 MB more but left the next requests cold (c=1 p99 +0.7 ms). */
+/** A full collection only: `Bun.shrink()` as well gave back a little more but left the next requests cold (a slower p99). */
 function fullCollection(): void {
   Bun.gc(true);
 }

@@ -32,8 +32,8 @@ const silent = process.env.GATEWAY_LOG === "silent";
 /**
  * Lines are gathered and written once per turn of the event loop (setImmediate, even for a request alone: a line
  * need not go out before the answer it logs), or every 64 KB: one write for all the
- * requests of a turn instead of one per request (a write per access line cost ~9% of the throughput, stdout
- * being a pipe). What is gathered when the process exits is written synchronously on the way out; a process
+ * requests of a turn instead of one per request (a write per access line cost a measurable share of the
+ * throughput, stdout being a pipe). What is gathered when the process exits is written synchronously on the way out; a process
  * killed outright loses at most the lines of its last turn.
  */
 let gathered = "";

@@ -11,8 +11,8 @@ export interface AbortSignalLike {
 
 /**
  * A request's abort signal: fires once, when its client goes away or its deadline passes. Not a DOM
- * AbortSignal: an AbortController per request and its event listener cost ~7% of the event loop's CPU per
- * stream at c=64 (the upstream call listens on every request). `toAbortSignal` makes a DOM one for fetch.
+ * AbortSignal: an AbortController per request and its event listener cost a measurable share of the event
+ * loop's CPU per stream (the upstream call listens on every request; docs/performance.md). `toAbortSignal` makes a DOM one for fetch.
  */
 export class RequestSignal implements AbortSignalLike {
   aborted = false;
@@ -57,14 +57,14 @@ export class RequestSignal implements AbortSignalLike {
 /**
  * One abort signal per request that fires when the client goes away or the request outlives its
  * deadline, whichever comes first. It replaces `AbortSignal.any([request.signal, AbortSignal.timeout(ms)])`,
- * which cost ~5 µs of the event loop per request and kept every request's timer (and what it holds) alive
+ * which cost the event loop more per request and kept every request's timer (and what it holds) alive
  * until the deadline: here each request costs one RequestSignal and a slot in flat arrays (no object per
- * request in a long-lived map: that cost ~1.5 µs more), and one shared sweep every `sweepMs` checks the
+ * request in a long-lived map: that cost more too), and one shared sweep every `sweepMs` checks the
  * requests in flight. A disconnect or deadline is therefore seen up to `sweepMs` late.
  * The client's `request.signal` is read by the sweep only, so a request that ends before one never makes it.
  */
 export class RequestSignals {
-  /** The client's request per slot: its `signal` is read by the sweep only (Bun makes it on first access, ~1 µs). */
+  /** The client's request per slot: its `signal` is read by the sweep only (Bun makes it on first access, at a cost). */
   private readonly clientRequests: (Request | undefined)[] = [];
   private readonly signals: (RequestSignal | undefined)[] = [];
   private readonly deadlines: number[] = [];

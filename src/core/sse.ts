@@ -70,7 +70,7 @@ function normalizeNewlines(text: string, final: boolean): string {
 
 /** One event from text[start, end): its `event` and its `data` lines joined; comments and other fields ignored. */
 function parseBlock(text: string, start: number, end: number): SseFrame | null {
-  // The usual block, one `data: ` line, cut without looking at its fields (-60% of the splitter's time).
+  // The usual block, one `data: ` line, cut without looking at its fields: most of the splitter's time went there.
   if (text.startsWith("data: ", start)) {
     const newline = text.indexOf("\n", start);
     if (newline === -1 || newline >= end) return { data: text.slice(start + 6, end) };

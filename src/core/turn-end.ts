@@ -2,11 +2,9 @@
  * Work held to the end of this turn of the event loop and done together: the requests that came in, the
  * upstream requests and the client answers they produce, the upstream answers (and their heads) that came in.
  * The kernel's socket work and the gateway's own JavaScript then run in runs of their own instead
- * of alternating request by request, which on this 2-core VM cost the event loop measurably more CPU per
- * request (bench/compare.ts, c=64: writing the upstream requests together -16%, the answers -11%, handling the
- * requests together -6 to -9%, the upstream answers -4%, their heads -3 to -9%; see the README's Performance
- * section). The wait is one turn, and only while other requests are in flight: a request alone (c=1) has
- * nothing to be done with, and its tasks run at once (c=1: -0.02 ms p50, -0.2 to -0.36 ms p99, +5% req/s).
+ * of alternating request by request, which cost the event loop measurably more CPU per request under load
+ * (each step's figure: docs/performance.md). The wait is one turn, and only while other requests are in
+ * flight: a request alone has nothing to be done with, and its tasks run at once, which kept its latency.
  */
 const tasks: (() => void)[] = [];
 /** Requests in flight in this process, every pipeline's (`requestStarted` / `requestEnded`). */
