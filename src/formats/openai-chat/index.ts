@@ -1,3 +1,4 @@
+import { readOpenAIError } from "./errors.ts";
 import type { StreamingWireFormat } from "../../core/format.ts";
 import { errorBody, errorResponse, type GatewayError } from "../../core/errors.ts";
 import { decodeChatRequest } from "./request.ts";
@@ -16,14 +17,7 @@ export const openaiChat: StreamingWireFormat = {
   },
   relayResponse: relayChatResponse,
   createStreamRelay: createChatStreamRelay,
-  readUpstreamError(status, text) {
-    try {
-      const parsed = JSON.parse(text);
-      const error = parsed?.error;
-      if (error && typeof error.message === "string") return { message: error.message, type: error.type, code: error.code ?? undefined };
-    } catch {}
-    return { message: text.slice(0, 500) || `HTTP ${status}` };
-  },
+  readUpstreamError: readOpenAIError,
   streamErrorFrame: (error: GatewayError) => `data: ${JSON.stringify(errorBody(error))}\n\n`,
   translation: openaiChatTranslation,
 };

@@ -1,3 +1,4 @@
+import { readOpenAIError } from "../openai-chat/errors.ts";
 import type { WireFormat } from "../../core/format.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import { UpstreamError, errorBody, errorResponse, type GatewayError } from "../../core/errors.ts";
@@ -79,14 +80,7 @@ export const openaiImages: WireFormat = {
     return { ...rest, data };
   },
 
-  readUpstreamError(status, text) {
-    try {
-      const parsed = JSON.parse(text);
-      const error = parsed?.error;
-      if (error && typeof error.message === "string") return { message: error.message, type: error.type, code: error.code ?? undefined };
-    } catch {}
-    return { message: text.slice(0, 500) || `HTTP ${status}` };
-  },
+  readUpstreamError: readOpenAIError,
 
   streamErrorFrame: (error: GatewayError) => `data: ${JSON.stringify(errorBody(error))}\n\n`,
 };

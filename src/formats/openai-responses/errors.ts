@@ -58,12 +58,3 @@ export function failedFrame(code: string, message: string, sequence: number, res
   };
   return sseFrame(JSON.stringify(event), event.type);
 }
-
-/** The upstream's message (and type, code) from a non-2xx OpenAI answer. */
-export function readOpenAIError(status: number, text: string): { message: string; type?: string; code?: string } {
-  try {
-    const error = JSON.parse(text)?.error;
-    if (error && typeof error.message === "string") return { message: error.message, type: error.type ?? undefined, code: error.code ?? undefined };
-  } catch {}
-  return { message: text.slice(0, 500) || `HTTP ${status}` };
-}

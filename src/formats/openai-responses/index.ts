@@ -2,7 +2,8 @@ import type { StreamingWireFormat } from "../../core/format.ts";
 import { errorResponse, type GatewayError } from "../../core/errors.ts";
 import { decodeResponsesRequest } from "./request.ts";
 import { createResponsesStreamRelay, readResponsesResponse, relayResponsesRequestBody, relayResponsesResponse } from "./relay.ts";
-import { readOpenAIError, responsesStreamErrorFrame } from "./errors.ts";
+import { responsesStreamErrorFrame } from "./errors.ts";
+import { readOpenAIError } from "../openai-chat/errors.ts";
 import { RESPONSES_FORMAT } from "./reasoning-state.ts";
 import { openaiResponsesTranslation } from "./translation/index.ts";
 
