@@ -17,8 +17,8 @@ export interface Checkpointer {
 
 /**
  * Moves WAL checkpoints off the event loop. With SQLite's automatic checkpoint, the commit that pushes
- * the WAL past the threshold copies it into the file and syncs it: measured ~170 ms for 10,000 pages,
- * during which no request moves. A worker thread with its own connection checkpoints instead (PASSIVE:
+ * the WAL past the threshold copies it into the file and syncs it, for a long while on a large WAL
+ * (docs/performance.md), during which no request moves. A worker thread with its own connection checkpoints instead (PASSIVE:
  * it never waits for, nor blocks, the writer), and the writer's automatic checkpoint is turned off only
  * once that thread runs; if it fails or stops, the writer's automatic checkpoint is back.
  */

@@ -35,7 +35,7 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): { cli
     client.exec("PRAGMA journal_mode = WAL");
     client.exec("PRAGMA synchronous = NORMAL");
     // 8 MB of page cache: metering appends at the right edge of time-ordered indexes, so its working set is
-    // small (32 MB measured the same write throughput, and kept 30 MB more resident once the file was large).
+    // small (a larger cache measured no faster and stayed resident once the file was large: docs/performance.md).
     client.exec("PRAGMA cache_size = -8192");
     // Fewer, larger checkpoints: a group commit does not pay for one every few batches. A file-backed
     // repository moves them to a thread (checkpointer.ts) and turns this off while that thread runs.

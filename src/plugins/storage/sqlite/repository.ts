@@ -89,7 +89,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     .prepare();
 
   // The usage report reads thousands of grouped rows: a raw statement returns them as objects keyed by
-  // the aliases, without drizzle's per-field mapping (38 -> ~15 ms for 92 days × 40 models × 3 keys).
+  // the aliases, without drizzle's per-field mapping (which was most of the report's time: docs/performance.md).
   const usageQuery = (scope: "account" | "key") =>
     compileStatement(
       client,
