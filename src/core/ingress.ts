@@ -1,18 +1,18 @@
 import { Type } from "@sinclair/typebox";
 import type { AnyElysia, DocumentDecoration } from "elysia";
 import { definePlugin, type Gateway, type PluginDefinition } from "./plugin.ts";
-import type { WireFormat } from "./format.ts";
+import type { IngressFormat } from "./format.ts";
 
 /**
  * An ingress plugin: one POST route that hands the request, unparsed, to the pipeline in the client's wire format.
  * It lives in the core, next to definePlugin, because it is made of the core alone (the plugin contract, the
- * Gateway, WireFormat) and is the one shape every ingress shares; a plugin folder keeps only what is its own.
+ * Gateway, IngressFormat) and is the one shape every ingress shares; a plugin folder keeps only what is its own.
  */
 export function ingressPlugin(spec: {
   /** The plugin's name (= folder = YAML key). */
   name: string;
   path: string;
-  format: WireFormat;
+  format: IngressFormat;
   /** The route's OpenAPI operation. */
   detail: DocumentDecoration;
   /** Further routes of this ingress (count_tokens next to /v1/messages). */

@@ -1,5 +1,5 @@
 import type { GatewayContext, Outcome, StreamEvent } from "./context.ts";
-import type { Gateway, PluginInstance, Provider } from "./plugin.ts";
+import type { Gateway, LocalAnswer, PluginInstance, Provider } from "./plugin.ts";
 import type { Logger } from "./log.ts";
 import type { ServerConfig } from "./config.ts";
 import {
@@ -43,6 +43,7 @@ export class Pipeline implements Gateway {
   private receivedCount = 0;
   private readonly requestStages: Stage[];
   private readonly headerStages: Stage[];
+  private readonly localStages: Stage[];
   private readonly bodies: RequestBodies;
   private readonly providers = new Map<string, Provider>();
   private readonly upstreamHooks: Stage[];
@@ -61,6 +62,7 @@ export class Pipeline implements Gateway {
   ) {
     this.requestStages = stages;
     this.headerStages = stages.filter((s) => s.instance.onHeaders);
+    this.localStages = stages.filter((s) => s.instance.onLocalRequest);
     this.bodies = new RequestBodies(server.max_body_bytes, server.max_body_bytes_in_flight);
     this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
     this.addresses = new ClientAddresses(server.trusted_proxies);
@@ -143,6 +145,34 @@ export class Pipeline implements Gateway {
       return ingress.errorResponse(error, { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId });
     } finally {
       if (!streaming) this.leave();
+    }
+  }
+
+  async answerLocally(request: Request, ingress: IngressFormat, local: LocalAnswer): Promise<Response> {
+    this.enter();
+    this.receivedCount++;
+    const ctx = this.createContext(request, ingress);
+    let outcome: Outcome = { status: "success" };
+    try {
+      for (const stage of this.headerStages) {
+        const pending = stage.instance.onHeaders!(ctx);
+        if (pending) await pending;
+      }
+      ctx.body = await this.bodies.readJson(request);
+      ctx.request = local.decode(ctx.body);
+      for (const stage of this.localStages) {
+        const pending = stage.instance.onLocalRequest!(ctx);
+        if (pending) await pending;
+      }
+      return Response.json(local.answer(ctx), { headers: { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId } });
+    } catch (thrown) {
+      const error = asGatewayError(thrown);
+      outcome = failure(error);
+      return ingress.errorResponse(error, { ...ctx.responseHeaders, [REQUEST_ID_HEADER]: ctx.requestId });
+    } finally {
+      // No stage's onRequest ran, so no onComplete: only the signal's release and the request line.
+      await this.complete(ctx, outcome, 0);
+      this.leave();
     }
   }
 
@@ -273,7 +303,7 @@ export class Pipeline implements Gateway {
       [REQUEST_ID_HEADER]: ctx.requestId,
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-cache",
-      // No `connection` header: keep-alive is HTTP/1.1's default (Bun spent ~0.5 µs per response on the header),
+      // No `connection` header: keep-alive is HTTP/1.1's default (Bun spent time per response on the header),
       // and a hop-by-hop header from the app is wrong behind an HTTP/2 proxy.
     };
     const contentType = upstream.response.headers.get("content-type");
@@ -302,7 +332,7 @@ export class Pipeline implements Gateway {
         this.leave();
       }
     };
-    /** Stops reading the upstream (a drained body needs nothing: releasing it costs ~2% of a streaming gateway's CPU). */
+    /** Stops reading the upstream (a drained body needs nothing: releasing it costs a streaming gateway measurable CPU). */
     const stopUpstream = async () => {
       if (!drained) await reader.cancel().catch(() => {});
     };

@@ -1,6 +1,6 @@
 import type { AnyElysia } from "elysia";
 import type { Static, TSchema } from "@sinclair/typebox";
-import type { GatewayContext, Outcome } from "./context.ts";
+import type { CanonicalRequest, GatewayContext, Outcome } from "./context.ts";
 import type { StreamEvent } from "./canonical.ts";
 import type { IngressFormat, UpstreamCodec, WireFormat } from "./format.ts";
 import type { UpstreamRoute } from "./route.ts";
@@ -56,6 +56,12 @@ export function isModelDirectory(value: unknown): value is ModelDirectory {
 /** Runs a request through the pipeline: what ingress routes call. */
 export interface Gateway {
   handle(request: Request, ingress: IngressFormat): Promise<Response>;
+  /**
+   * A request the gateway answers itself, without an upstream call and without a bill (count_tokens): the
+   * headers hooks, the body within the limits, `local.decode`, the stages' onLocalRequest, then `local.answer`.
+   * Errors are answered in `ingress`'s shape; the request line is the pipeline's.
+   */
+  answerLocally(request: Request, ingress: IngressFormat, local: LocalAnswer): Promise<Response>;
   /** A client's JSON body within the gateway's body limits (413 / 503 / 400), for routes outside the pipeline. */
   readJson(request: Request): Promise<Record<string, unknown>>;
   /** Number of requests in flight (drained on shutdown). */
@@ -65,6 +71,14 @@ export interface Gateway {
    * forwarded (core/client-ip.ts). What the edge limit counts and the log lines show; "unknown" for a closed socket.
    */
   clientIp(request: Request): string;
+}
+
+/** What an ingress route answered by the gateway itself supplies to `Gateway.answerLocally`. */
+export interface LocalAnswer {
+  /** What the stages read about the request (its model); throws a GatewayError for a body that is no such request. */
+  decode(body: Record<string, unknown>): CanonicalRequest;
+  /** The JSON answer, once every stage's onLocalRequest admitted the request. */
+  answer(ctx: GatewayContext): unknown;
 }
 
 export interface PluginHost {
@@ -105,6 +119,13 @@ export interface PluginInstance<Provides = unknown> {
   onHeaders?(ctx: GatewayContext): void | Promise<void>;
   /** In pipeline order; may throw a GatewayError to short-circuit. */
   onRequest?(ctx: GatewayContext): void | Promise<void>;
+  /**
+   * In pipeline order, instead of onRequest, for a request the gateway answers itself (`Gateway.answerLocally`:
+   * count_tokens): only what decides whether the caller may ask (the model's route, the allowlist, the request
+   * rate). It must hold nothing: no onComplete follows. A plugin without it never sees such a request, so
+   * nothing is held or billed for it. May throw a GatewayError.
+   */
+  onLocalRequest?(ctx: GatewayContext): void | Promise<void>;
   /** In pipeline order; last rewrite of `ctx.upstreamBody`. */
   onUpstreamRequest?(ctx: GatewayContext): void | Promise<void>;
   /** Reverse order; non-streaming answers, after usage is known, before the body is sent. */

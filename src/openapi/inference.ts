@@ -155,12 +155,12 @@ export const messagesDocs = inferenceOperation({
 
 export const countTokensDocs = clientOperation({
   summary: "Input tokens of a Messages request: an upper bound (exact o200k for OpenAI models)",
-  description: "Never under-counts, so clients compact their context in time. Nothing is sent upstream or billed.",
+  description: "Never under-counts, so clients compact their context in time. Nothing is sent upstream or billed; the call counts against the key's requests per minute.",
   tags: ["inference"],
   parameters: ANTHROPIC_HEADERS,
   request: component("CountTokensRequest", CountTokensRequest),
   response: component("TokenCount", Type.Object({ input_tokens: Int })),
-  errors: [400, 403, 413, 500, 503],
+  errors: [400, 403, 413, 429, 500, 503],
   errorBody: AnthropicErrorBody,
 });
 

@@ -410,6 +410,38 @@ describe("POST /v1/messages/count_tokens", () => {
     expect(forbidden.status).toBe(403);
     expect(await forbidden.json()).toMatchObject({ type: "error", error: { type: "permission_error", code: "model_not_allowed" } });
   });
+
+  it("counts against the key's RPM (429 in Anthropic's shape past it), not its TPM, and is never sent upstream, held or billed", async () => {
+    const { accountId, key } = await t.newAccountWithKey({ credit: 10, key: { rate_limit: { requests_per_minute: 3, tokens_per_minute: 50 } } });
+    const before = await balanceOf(accountId);
+    fake.reset();
+    // A prompt over the key's whole TPM: a Messages request with it would be refused, its count is not.
+    const long = { model: "claude-sonnet-5-5", messages: [{ role: "user", content: "word ".repeat(200) }] };
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const counted = await post("/v1/messages/count_tokens", long, { "x-api-key": key });
+      expect(counted.status).toBe(200);
+      expect(((await counted.json()) as any).input_tokens).toBeGreaterThan(50);
+      ids.push(counted.headers.get("x-gateway-request-id")!);
+    }
+    const refused = await post("/v1/messages/count_tokens", long, { "x-api-key": key });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("20");
+    const body = (await refused.json()) as any;
+    expect(body).toMatchObject({ type: "error", error: { type: "rate_limit_error", code: "rate_limit_exceeded" } });
+    expect(body.error.message).toContain("3 requests per minute (RPM)");
+    // One window: the Messages route is refused too.
+    const message = await post("/v1/messages", { ...long, max_tokens: 10, messages: [{ role: "user", content: "hi" }] }, { "x-api-key": key });
+    expect(message.status).toBe(429);
+    await message.body?.cancel();
+
+    expect(fake.requests).toHaveLength(0);
+    expect(await balanceOf(accountId)).toBe(before);
+    expect(await requestLog(accountId)).toEqual([]);
+    const generation = await fetch(`${t.url}/v1/generation?id=${ids[0]}`, { headers: { "x-api-key": key } });
+    expect(generation.status).toBe(404);
+    await generation.body?.cancel();
+  });
 });
 
 describe("x-gateway-request-id of a Messages request", () => {

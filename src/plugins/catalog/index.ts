@@ -44,29 +44,34 @@ export default definePlugin({
     const auth = host.service("auth");
     host.log.info("catalog loaded", { file, models: catalog.all().length });
 
+    /** The router: the catalog entry of the request's model and the provider that serves it. */
+    function resolveModel(ctx: GatewayContext): void {
+      const id = ctx.request.model;
+      const model = catalog.get(id);
+      if (!model) throw unknownModel(catalog, id);
+      if (model.kind === "image" && CHAT_INGRESSES.has(ctx.ingress.name)) {
+        throw new InvalidRequestError(
+          `The model \`${model.id}\` is an image model; it is served only at POST /v1/images/generations.`,
+          { param: "model" },
+        );
+      }
+      if (model.kind !== "image" && IMAGE_INGRESSES.has(ctx.ingress.name)) {
+        const images = catalog.all().filter((entry) => entry.kind === "image").map((entry) => entry.id);
+        throw new InvalidRequestError(
+          `The model \`${model.id}\` is a chat model; POST /v1/images/generations serves image models only (${images.join(", ")}).`,
+          { param: "model" },
+        );
+      }
+      ctx.model = model;
+      ctx.target = { provider: model.provider, upstreamModel: model.upstream_model };
+    }
+
     return {
       provides: catalog,
 
-      onRequest: function resolveModel(ctx: GatewayContext) {
-        const id = ctx.request.model;
-        const model = catalog.get(id);
-        if (!model) throw unknownModel(catalog, id);
-        if (model.kind === "image" && CHAT_INGRESSES.has(ctx.ingress.name)) {
-          throw new InvalidRequestError(
-            `The model \`${model.id}\` is an image model; it is served only at POST /v1/images/generations.`,
-            { param: "model" },
-          );
-        }
-        if (model.kind !== "image" && IMAGE_INGRESSES.has(ctx.ingress.name)) {
-          const images = catalog.all().filter((entry) => entry.kind === "image").map((entry) => entry.id);
-          throw new InvalidRequestError(
-            `The model \`${model.id}\` is a chat model; POST /v1/images/generations serves image models only (${images.join(", ")}).`,
-            { param: "model" },
-          );
-        }
-        ctx.model = model;
-        ctx.target = { provider: model.provider, upstreamModel: model.upstream_model };
-      },
+      onRequest: resolveModel,
+      // count_tokens is routed the same way: an unknown model gets the same 400.
+      onLocalRequest: resolveModel,
 
       routes: function catalogRoutes(app: AnyElysia) {
         // The listing follows the rule requests follow: the allowlist plugin's, when it is enabled (it comes later in

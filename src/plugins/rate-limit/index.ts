@@ -26,7 +26,7 @@ export default definePlugin({
     const capped = capRpm > 0 || capTpm > 0;
     const promotional = createPromotionalStatus(store, now, config.promotional_cache_ms);
     const windows: WindowStore = config.redis_url
-      ? // ioredis (~7 MB resident) is loaded only when counts live in Redis.
+      ? // ioredis (megabytes resident) is loaded only when counts live in Redis.
         await (await import("./redis-store.ts")).createRedisStore({
           url: config.redis_url,
           keyPrefix: config.redis_key_prefix,
@@ -36,11 +36,14 @@ export default definePlugin({
       : createMemoryStore({ now });
     host.log.info("rate-limit windows", { backend: config.redis_url ? "redis" : "memory" });
 
-    /** Admits the request under the key's effective limits, or throws 429; no limit: returns at once, allocating nothing. */
-    function admit(ctx: GatewayContext, principal: Principal, isPromotional: boolean): void | Promise<void> {
+    /**
+     * Admits the request under the key's effective limits, or throws 429; no limit: returns at once, allocating
+     * nothing. `countsTokens` false (count_tokens): the request counts against RPM only, as Anthropic's does.
+     */
+    function admit(ctx: GatewayContext, principal: Principal, isPromotional: boolean, countsTokens: boolean): void | Promise<void> {
       const key = principal.key;
       const rpm = isPromotional ? stricter(key.requestsPerMinute, capRpm) : stricter(key.requestsPerMinute, 0);
-      const tpm = isPromotional ? stricter(key.tokensPerMinute, capTpm) : stricter(key.tokensPerMinute, 0);
+      const tpm = !countsTokens ? 0 : isPromotional ? stricter(key.tokensPerMinute, capTpm) : stricter(key.tokensPerMinute, 0);
       if (rpm === 0 && tpm === 0) return;
       const tokens = tpm > 0 ? (ctx.promptTokenBound ?? 0) : 0;
       if (tokens > tpm && tpm > 0) {
@@ -50,6 +53,15 @@ export default definePlugin({
       const verdict = windows.admit(key.id, rpm, tpm, tokens, now());
       if (verdict instanceof Promise) return verdict.then((refused) => decide(ctx, refused, rpm, tpm, tokens, isPromotional));
       decide(ctx, verdict, rpm, tpm, tokens, isPromotional);
+    }
+
+    /** `admit` for the caller, once its account's promotional status is known (cached: synchronously). */
+    function admitCaller(ctx: GatewayContext, countsTokens: boolean): void | Promise<void> {
+      const principal = ctx.principal!;
+      if (!capped) return admit(ctx, principal, false, countsTokens);
+      const cached = promotional.peek(principal.accountId);
+      if (cached !== undefined) return admit(ctx, principal, cached, countsTokens);
+      return promotional.load(principal.accountId).then((isPromotional) => admit(ctx, principal, isPromotional, countsTokens));
     }
 
     function decide(ctx: GatewayContext, refused: Denial | null, rpm: number, tpm: number, tokens: number, isPromotional: boolean): void {
@@ -79,11 +91,12 @@ export default definePlugin({
       provides: service,
 
       onRequest(ctx) {
-        const principal = ctx.principal!;
-        if (!capped) return admit(ctx, principal, false);
-        const cached = promotional.peek(principal.accountId);
-        if (cached !== undefined) return admit(ctx, principal, cached);
-        return promotional.load(principal.accountId).then((isPromotional) => admit(ctx, principal, isPromotional));
+        return admitCaller(ctx, true);
+      },
+
+      // count_tokens: one request against RPM, no tokens (nothing to settle, so no onComplete is needed).
+      onLocalRequest(ctx) {
+        return admitCaller(ctx, false);
       },
 
       onComplete(ctx) {
