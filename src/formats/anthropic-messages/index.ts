@@ -5,6 +5,9 @@ import { decodeMessagesRequest } from "./request.ts";
 import { messagesTranslation } from "./translation/index.ts";
 import { ANTHROPIC_MESSAGES } from "./signature.ts";
 
+/** For the Anthropic provider's adjustBody: keeps thinking.budget_tokens below max_tokens. */
+export { fitThinkingBudget } from "./translation/from-canonical.ts";
+
 /** Anthropic Messages, as a client speaks it (POST /v1/messages) and as an upstream speaks it natively. */
 export const anthropicMessages: StreamingWireFormat = {
   name: ANTHROPIC_MESSAGES,

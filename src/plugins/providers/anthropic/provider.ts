@@ -3,8 +3,7 @@ import type { Provider } from "../../../core/plugin.ts";
 import type { UpstreamRoute } from "../../../core/route.ts";
 import { missingKeyError, missingKeyReason } from "../key.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
-import { anthropicMessages } from "../../../formats/anthropic-messages/index.ts";
-import { fitThinkingBudget } from "../../../formats/anthropic-messages/translation/from-canonical.ts";
+import { anthropicMessages, fitThinkingBudget } from "../../../formats/anthropic-messages/index.ts";
 
 export interface AnthropicUpstream {
   name: string;
