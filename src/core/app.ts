@@ -48,7 +48,7 @@ export function createApp(stages: Stage[], gateway: Gateway, server: ServerConfi
         // The pipeline's answers (they carry the request id) are logged by the pipeline, at their end.
         if (responseValue.headers.has(REQUEST_ID_HEADER)) return;
         status = responseValue.status;
-        lines.answered(request, status, responseValue);
+        lines.answered(request, status);
       } else {
         status = typeof set.status === "number" ? set.status : ((StatusMap as Record<string, number>)[set.status ?? ""] ?? 200);
         lines.answered(request, status);

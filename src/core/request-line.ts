@@ -82,18 +82,10 @@ export class RouteLines {
     if (!this.log.quiet) this.#started.set(request, performance.now());
   }
 
-  /** A route's answer; an error answer it returned instead of throwing has its code read from the body. */
-  answered(request: Request, status: number, response?: Response): void {
+  /** A route's answer (routes outside the pipeline throw their errors: those come to `failed`). */
+  answered(request: Request, status: number): void {
     if (this.log.quiet) return;
-    const origin = requestOrigin(request, this.clientIp(request));
-    if (status < 400 || response === undefined) return this.write(request, origin, status, undefined);
-    // Read now, before the socket (and with it the peer address) is gone: the body's text comes later.
-    const latency = this.latency(request);
-    response
-      .clone()
-      .text()
-      .then(readErrorBody, () => undefined)
-      .then((error) => this.write(request, origin, status, error, latency));
+    this.write(request, requestOrigin(request, this.clientIp(request)), status, undefined);
   }
 
   failed(request: Request, error: { status: number; code: string; message: string }): void {
@@ -111,22 +103,10 @@ export class RouteLines {
     origin: RequestOrigin,
     status: number,
     error: { code: string; message: string } | undefined,
-    latency = this.latency(request),
   ): void {
     if (status < 400 && PROBES.has(origin.path)) return;
-    const line: Record<string, unknown> = { ...origin, status, ...errorFields(error), latency_ms: latency };
+    const line: Record<string, unknown> = { ...origin, status, ...errorFields(error), latency_ms: this.latency(request) };
     for (const [key, value] of Object.entries(requestLineAnnotations(request) ?? {})) if (!(key in line)) line[key] = value;
     this.log.request(line);
-  }
-}
-
-/** `{error: {code | type, message}}` (the OpenAI and Anthropic shapes) from an error answer's text. */
-function readErrorBody(text: string): { code: string; message: string } | undefined {
-  try {
-    const error = (JSON.parse(text) as { error?: { code?: unknown; type?: unknown; message?: unknown } }).error;
-    const code = typeof error?.code === "string" ? error.code : typeof error?.type === "string" ? error.type : undefined;
-    return code === undefined ? undefined : { code, message: typeof error?.message === "string" ? error.message : "" };
-  } catch {
-    return undefined;
   }
 }

@@ -177,7 +177,7 @@ describe("request lines of routes outside the pipeline", () => {
     expect(line).toMatchObject({ method: "POST", path: "/admin/v1/accounts", status: 400, error_code: "invalid_request" });
   });
 
-  it("an error answer a route returns rather than throws: the code is read from its body", async () => {
+  it("count_tokens, answered by the pipeline with no upstream: its refusal's line has the code and the message", async () => {
     const key = await keyWithCredit(5);
     const { status, line } = await lineOf("/v1/messages/count_tokens", {
       method: "POST",
