@@ -231,3 +231,5 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
     },
   };
 }
+
+export type GroupCommit = ReturnType<typeof createGroupCommit>;

@@ -3,7 +3,9 @@ import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from
 import { cycleOf } from "../rows.ts";
 import { toCycle, type PlanRow } from "../shared/plan-rows.ts";
 import { nanoToUsdString } from "../../../core/money.ts";
-import type { PlanCycle, PlanPurchase } from "../repository.ts";
+import type { PlanCycle, PlanPurchase, PlanStore } from "../repository.ts";
+import type { StoreGate } from "../shared/gate.ts";
+import { failClosed } from "./errors.ts";
 import { newId } from "../shared/ids.ts";
 
 /** What this process knows of an account's funds that the file does not hold yet (reservations.ts, pending.ts). */
@@ -75,6 +77,25 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
     activePlan(accountId: string, at: number): PlanCycle | null {
       const row = active.get(accountId, at, at);
       return row ? toCycle(row) : null;
+    },
+  };
+}
+
+/** The plan slice of the store; a purchase moves stored funds, so the reservations hear of it. */
+export function sqlitePlanStore(plans: ReturnType<typeof createSqlitePlans>, gate: StoreGate, storedChanged: () => void): PlanStore {
+  return {
+    async purchasePlan(purchase) {
+      gate.assertOpen();
+      try {
+        return plans.purchasePlan(purchase);
+      } finally {
+        storedChanged();
+      }
+    },
+
+    async activePlan(accountId, at) {
+      gate.assertOpen();
+      return failClosed(() => plans.activePlan(accountId, at));
     },
   };
 }

@@ -1,6 +1,8 @@
 import type { Database } from "bun:sqlite";
 import { GatewayError, UnavailableError } from "../../../core/errors.ts";
-import type { Funds, ReservationInput } from "../repository.ts";
+import type { Funds, ReservationInput, ReservationStore } from "../repository.ts";
+import type { StoreGate } from "../shared/gate.ts";
+import { failClosed } from "./errors.ts";
 import { spendBucketStart } from "../shared/spend-buckets.ts";
 
 /**
@@ -305,4 +307,22 @@ function readOnce<V>(cache: Map<string, V>, key: string, read: () => V): V {
     cache.set(key, value);
   }
   return value;
+}
+
+export type SqliteReservations = ReturnType<typeof createSqliteReservations>;
+
+/** The reservation slice of the store: holds taken and dropped, failing closed on a driver failure. */
+export function sqliteReservationStore(reservations: SqliteReservations, gate: StoreGate): ReservationStore {
+  return {
+    // Not async: the reservation's own promise is returned as is (an async wrapper adds microtask turns per request).
+    reserve(input, decide) {
+      if (gate.closed) return Promise.reject(gate.closedError());
+      return reservations.reserve(input, decide);
+    },
+
+    async releaseReservation(id) {
+      gate.assertOpen();
+      failClosed(() => reservations.releaseReservation(id));
+    },
+  };
 }
