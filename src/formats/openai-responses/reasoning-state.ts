@@ -38,7 +38,7 @@ export function encryptedContentFor(part: ReasoningPart): string | undefined {
  * A reasoning input item in canonical form. The gateway's own prefix restores the origin it recorded; other
  * encrypted content is OpenAI's, bound to the Responses format and to the model the client now addresses.
  */
-export function reasoningPartFromItem(item: Record<string, any>, model: string): ReasoningPart | undefined {
+export function reasoningPartFromItem(item: Record<string, unknown>, model: string): ReasoningPart | undefined {
   const text = reasoningText(item);
   const encrypted = typeof item.encrypted_content === "string" && item.encrypted_content !== "" ? item.encrypted_content : undefined;
   if (encrypted === undefined) return text === "" ? undefined : { type: "reasoning", text };
@@ -56,7 +56,7 @@ export function reasoningPartFromItem(item: Record<string, any>, model: string):
 }
 
 /** The reasoning text of an item: its raw reasoning content when present, else its summaries, in order. */
-export function reasoningText(item: Record<string, any>): string {
+export function reasoningText(item: Record<string, unknown>): string {
   const content = Array.isArray(item.content) ? item.content : [];
   const raw = content.map((part: any) => (typeof part?.text === "string" ? part.text : "")).join("");
   if (raw !== "") return raw;

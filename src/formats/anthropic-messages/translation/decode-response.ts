@@ -8,7 +8,7 @@ export function decodeMessagesResponse(body: Record<string, unknown>): Canonical
   const model = typeof body.model === "string" ? body.model : "";
   const origin = { format: ANTHROPIC_MESSAGES, model };
   const content: CanonicalPart[] = [];
-  for (const block of Array.isArray(body.content) ? (body.content as Record<string, any>[]) : []) {
+  for (const block of Array.isArray(body.content) ? (body.content as Record<string, unknown>[]) : []) {
     switch (block?.type) {
       case "text":
         if (typeof block.text === "string" && block.text !== "") content.push({ type: "text", text: block.text });

@@ -4,7 +4,7 @@ import { encryptedContentFor } from "../reasoning-state.ts";
 import { clientTools } from "../tools.ts";
 import { messageItem, reasoningItem, responseIds, responseObject, statusFor, toolCallItem } from "./output.ts";
 
-type Json = Record<string, any>;
+type Json = Record<string, unknown>;
 
 /**
  * A canonical answer as a Responses object (docs/wire-formats.md#openai-responses): each reasoning part a `reasoning`

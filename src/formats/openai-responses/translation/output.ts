@@ -4,7 +4,7 @@ import { writeResponsesUsage } from "../usage.ts";
 import type { ClientTool } from "../tools.ts";
 import { unwrapCustomInput } from "../tools.ts";
 
-type Json = Record<string, any>;
+type Json = Record<string, unknown>;
 
 /** Ids of one translated response: `resp_` and item ids derived from the gateway's request id (unique, stable). */
 export interface ResponseIds {

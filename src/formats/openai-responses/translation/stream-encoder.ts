@@ -7,7 +7,7 @@ import { encryptedContentFor } from "../reasoning-state.ts";
 import { clientTools, type ClientTool } from "../tools.ts";
 import { messageItem, outputText, reasoningItem, responseIds, responseObject, statusFor, toolCallItem } from "./output.ts";
 
-type Json = Record<string, any>;
+type Json = Record<string, unknown>;
 
 /** The text or reasoning item being streamed (one at a time). */
 interface OpenItem {

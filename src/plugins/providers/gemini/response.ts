@@ -3,7 +3,7 @@ import type { CanonicalPart, CanonicalResponse } from "../../../core/canonical.t
 import { geminiErrorObject } from "./errors.ts";
 import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
 
-type Json = Record<string, any>;
+type Json = Record<string, unknown>;
 
 /**
  * A generateContent answer in canonical form: thoughts -> reasoning (signature and origin kept), text,

@@ -4,7 +4,7 @@ import type { StreamEvent, Usage } from "../../../core/canonical.ts";
 import { geminiErrorObject, httpStatusOf } from "./errors.ts";
 import { GEMINI_FORMAT_NAME, GeminiPartReader, finishFromGemini, finishReasonOf, readGeminiUsage } from "./parts.ts";
 
-type Json = Record<string, any>;
+type Json = Record<string, unknown>;
 
 /**
  * `streamGenerateContent?alt=sse` frames -> canonical events (docs/wire-formats.md#google-gemini,
