@@ -8,6 +8,7 @@ import { redact } from "../../core/secrets.ts";
 import { isWrappedSignature } from "./signature.ts";
 import { createMessagesStreamDecoder, frameType } from "./stream-decoder.ts";
 import { readMessagesUsage } from "./usage.ts";
+import { isJsonObject } from "../json.ts";
 import { thinkingWouldBeRejected } from "./translation/history.ts";
 
 /**
@@ -68,7 +69,7 @@ export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
   const decoder = createMessagesStreamDecoder();
   return {
     onFrame(frame: SseFrame): RelayedFrame {
-      let data: Record<string, any>;
+      let data: Record<string, unknown>;
       try {
         data = JSON.parse(frame.data);
       } catch {
@@ -78,8 +79,9 @@ export function createMessagesStreamRelay(ctx: GatewayContext): StreamRelay {
       const type = frameType(frame, data);
       const events = decoder.decodeData(type, data);
       if (type === "error") return { out: sseText(type, redact(frame.data)), events };
-      if (type === "message_start" && data.message && data.message.model !== clientModel) {
-        data.message.model = clientModel;
+      const message = data.message;
+      if (type === "message_start" && isJsonObject(message) && message.model !== clientModel) {
+        message.model = clientModel;
         return { out: sseText(type, JSON.stringify(data)), events };
       }
       return { out: sseText(type || undefined, frame.data), events };

@@ -6,6 +6,7 @@ import { createResponsesEventReader } from "./events.ts";
 import { readResponsesUsage } from "./usage.ts";
 import { failedFrame } from "./errors.ts";
 import { redact } from "../../core/secrets.ts";
+import { isJsonObject } from "../json.ts";
 
 /**
  * The upstream body for a Responses client on a Responses upstream (OpenAI): the client's body with the
@@ -44,7 +45,7 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
   let lastSequence = -1;
   return {
     onFrame(frame: SseFrame): RelayedFrame {
-      let event: Record<string, any>;
+      let event: Record<string, unknown>;
       try {
         event = JSON.parse(frame.data);
       } catch {
@@ -54,7 +55,7 @@ export function createResponsesStreamRelay(ctx: GatewayContext): StreamRelay {
       const events = reader.read(event);
       const response = event?.response;
       let data = frame.data;
-      if (response && typeof response === "object") {
+      if (isJsonObject(response)) {
         if (typeof response.id === "string") ctx.responseId = response.id;
         if (response.model !== undefined && response.model !== clientModel) {
           response.model = clientModel;

@@ -1,6 +1,7 @@
 import type { CanonicalTool, CanonicalToolChoice } from "../../core/canonical.ts";
+import { isJsonObject as isObject, objectOf, type JsonObject } from "../json.ts";
 
-type Json = Record<string, any>;
+type Json = JsonObject;
 
 /** A tool as the Responses client declared it, found again by its canonical name. */
 export interface ClientTool {
@@ -115,9 +116,9 @@ function customToolParameters(format: unknown): Record<string, unknown> {
 
 /** Whether a canonical tool's parameters are the stand-in of a custom (freeform) tool: its input is raw text, not JSON. */
 export function isCustomToolParameters(parameters: unknown): boolean {
-  const properties = isObject(parameters) ? (parameters as Json).properties : undefined;
+  const properties = isObject(parameters) ? parameters.properties : undefined;
   if (!isObject(properties) || Object.keys(properties).length !== 1) return false;
-  const description = (properties as Json).input?.description;
+  const description = objectOf(properties.input).description;
   return typeof description === "string" && description.startsWith(RAW_INPUT);
 }
 
@@ -148,8 +149,4 @@ export function unwrapCustomInput(args: string): string {
 /** A custom tool call's raw input as canonical (JSON) arguments. */
 export function wrapCustomInput(input: unknown): string {
   return JSON.stringify({ input: typeof input === "string" ? input : "" });
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -1,3 +1,5 @@
+import { isJsonObject, objectOf } from "../../json.ts";
+
 /**
  * Chat `custom` (freeform) tools have no canonical equivalent: they travel as a function taking
  * `{input: string}` (docs/wire-formats.md#tools-and-tool-choice) and are unwrapped again for a client that declared
@@ -26,8 +28,10 @@ export function unwrapCustomInput(args: string): string | undefined {
 export function customToolNames(body: Record<string, unknown>): Set<string> {
   const names = new Set<string>();
   if (!Array.isArray(body.tools)) return names;
-  for (const tool of body.tools as Record<string, any>[]) {
-    if (tool?.type === "custom" && typeof tool.custom?.name === "string") names.add(tool.custom.name);
+  for (const tool of body.tools) {
+    if (!isJsonObject(tool) || tool.type !== "custom") continue;
+    const name = objectOf(tool.custom).name;
+    if (typeof name === "string") names.add(name);
   }
   return names;
 }

@@ -5,8 +5,9 @@ import { createResponsesEventReader } from "../events.ts";
 import { RESPONSES_FORMAT, reasoningText } from "../reasoning-state.ts";
 import { canonicalToolName, wrapCustomInput } from "../tools.ts";
 import { readResponsesUsage } from "../usage.ts";
+import { objectOf, type JsonObject } from "../../json.ts";
 
-type Json = Record<string, any>;
+type Json = JsonObject;
 
 /**
  * The upstream side, for a client of another format on a provider whose first format is Responses. (The
@@ -21,7 +22,7 @@ export function responsesFromCanonical(request: CanonicalChatRequest, upstreamMo
       if (!item) continue;
       const last = input.at(-1);
       // Consecutive text and images of one turn share a message item.
-      if (item.type === "message" && last?.type === "message" && last.role === item.role && last.merge) last.content.push(...item.content);
+      if (item.type === "message" && last?.type === "message" && last.role === item.role && last.merge && Array.isArray(last.content) && Array.isArray(item.content)) last.content.push(...item.content);
       else input.push(item);
     }
   }
@@ -98,7 +99,7 @@ function toolChoice(choice: CanonicalToolChoice): unknown {
 export function decodeResponsesResponse(body: Record<string, unknown>): CanonicalResponse {
   const response = body as Json;
   if (response.status === "failed") {
-    throw new UpstreamError(`upstream response failed: ${String(response.error?.message ?? "no message").slice(0, 500)}`);
+    throw new UpstreamError(`upstream response failed: ${String(objectOf(response.error).message ?? "no message").slice(0, 500)}`);
   }
   const model = typeof response.model === "string" ? response.model : "";
   const content: CanonicalPart[] = [];
@@ -129,7 +130,7 @@ export function decodeResponsesResponse(body: Record<string, unknown>): Canonica
 }
 
 function finishOf(response: Json, sawToolCall: boolean): FinishReason {
-  if (response.status === "incomplete") return response.incomplete_details?.reason === "content_filter" ? "content_filter" : "length";
+  if (response.status === "incomplete") return objectOf(response.incomplete_details).reason === "content_filter" ? "content_filter" : "length";
   return sawToolCall ? "tool_calls" : "stop";
 }
 

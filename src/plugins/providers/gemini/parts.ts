@@ -1,10 +1,11 @@
 import { usableCounts, type FinishReason, type Usage } from "../../../core/canonical.ts";
 import { encodeGeminiCallId, normalizeModel } from "./tool-ids.ts";
+import { objectOf, type JsonObject } from "../../../formats/json.ts";
 
 /** The format's name: reasoning parts from Gemini carry it in their origin. */
 export const GEMINI_FORMAT_NAME = "gemini-generate-content";
 
-type Json = Record<string, any>;
+type Json = JsonObject;
 
 /** One output part of a Gemini answer, as the translators use it. */
 export type GeminiOutput =
@@ -117,6 +118,6 @@ export function finishFromGemini(reason: unknown, sawFunctionCall: boolean): Fin
 export function finishReasonOf(body: Json): string | undefined {
   const candidate = Array.isArray(body.candidates) ? body.candidates[0] : undefined;
   if (typeof candidate?.finishReason === "string") return candidate.finishReason;
-  if (!candidate && body.promptFeedback?.blockReason) return "SAFETY";
+  if (!candidate && objectOf(body.promptFeedback).blockReason) return "SAFETY";
   return undefined;
 }

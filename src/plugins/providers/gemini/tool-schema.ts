@@ -6,7 +6,9 @@
  * properties on non-objects, and rejects arrays without `items`.
  */
 
-type Schema = Record<string, any>;
+import { objectOf, type JsonObject } from "../../../formats/json.ts";
+
+type Schema = JsonObject;
 
 const NUMERIC_KEYWORDS = ["minItems", "maxItems", "minimum", "maximum", "minLength", "maxLength", "minProperties", "maxProperties"] as const;
 const FORMATS: Record<string, ReadonlySet<string>> = {
@@ -41,7 +43,7 @@ export function geminiParameters(schema: unknown): Schema | undefined {
 }
 
 function sanitize(input: Schema, walk: Walk): Schema {
-  if (typeof input.$ref === "string") return sanitizeReference(input, walk);
+  if (typeof input.$ref === "string") return sanitizeReference(input, input.$ref, walk);
   const node = foldAllOf(input, walk, 0);
   const out: Schema = {};
   if (typeof node.title === "string") out.title = node.title;
@@ -80,8 +82,8 @@ function sanitize(input: Schema, walk: Walk): Schema {
 }
 
 /** A local `$ref` inlined (siblings win); a loop or an unknown target becomes a plain object. */
-function sanitizeReference(input: Schema, walk: Walk): Schema {
-  const { $ref: ref, ...siblings } = input;
+function sanitizeReference(input: Schema, ref: string, walk: Walk): Schema {
+  const { $ref: _ref, ...siblings } = input;
   const target = resolvePointer(walk.root, ref);
   if (!target || walk.refs.includes(ref) || walk.refs.length >= MAX_REF_DEPTH) {
     return typeof siblings.description === "string" ? { type: "object", description: siblings.description } : { type: "object" };
@@ -190,7 +192,7 @@ function mergeInto(out: Schema, branch: Schema): Schema {
 
 function mergeSchemas(base: Schema, extra: Schema): Schema {
   const merged: Schema = { ...extra, ...base };
-  if (isObject(base.properties) || isObject(extra.properties)) merged.properties = { ...extra.properties, ...base.properties };
+  if (isObject(base.properties) || isObject(extra.properties)) merged.properties = { ...objectOf(extra.properties), ...objectOf(base.properties) };
   const required = [...(Array.isArray(base.required) ? base.required : []), ...(Array.isArray(extra.required) ? extra.required : [])];
   if (required.length > 0) merged.required = required;
   return merged;

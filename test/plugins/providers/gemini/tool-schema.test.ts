@@ -80,15 +80,16 @@ describe("gemini schema sanitising", () => {
       },
     };
     const sanitized = sanitizeGeminiSchema(schema);
-    expect(sanitized.properties.at).toEqual({
+    const properties = sanitized.properties as Record<string, { properties: Record<string, unknown>; required?: string[] }>;
+    expect(properties.at).toEqual({
       type: "object",
       description: "Where.",
       properties: { x: { type: "number" }, y: { type: "number" } },
       required: ["x", "y"],
     });
-    expect(sanitized.properties.both.properties).toEqual({ x: { type: "number" }, y: { type: "number" }, z: { type: "number" } });
-    expect(sanitized.properties.both.required).toEqual(["x", "y", "z"]);
-    expect(sanitized.properties.list.properties.next).toEqual({ type: "object" });
+    expect(properties.both.properties).toEqual({ x: { type: "number" }, y: { type: "number" }, z: { type: "number" } });
+    expect(properties.both.required).toEqual(["x", "y", "z"]);
+    expect(properties.list.properties.next).toEqual({ type: "object" });
     expect(geminiAccepts(sanitized)).toBe(true);
   });
 
