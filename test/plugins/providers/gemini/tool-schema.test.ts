@@ -80,7 +80,7 @@ describe("gemini schema sanitising", () => {
       },
     };
     const sanitized = sanitizeGeminiSchema(schema);
-    const properties = sanitized.properties as Record<string, { properties: Record<string, unknown>; required?: string[] }>;
+    const properties = sanitized.properties as Record<string, { properties: Record<string, unknown>; required?: string[]; [key: string]: unknown }>;
     expect(properties.at).toEqual({
       type: "object",
       description: "Where.",
