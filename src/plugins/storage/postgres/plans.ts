@@ -3,7 +3,9 @@ import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from
 import { cycleOf } from "../rows.ts";
 import { toCycle, type PlanRow } from "../shared/plan-rows.ts";
 import { nanoToUsdString } from "../../../core/money.ts";
-import type { PlanCycle, PlanPurchase } from "../repository.ts";
+import type { PlanCycle, PlanPurchase, PlanStore } from "../repository.ts";
+import type { StoreGate } from "../shared/gate.ts";
+import { guard } from "./errors.ts";
 import { newId } from "../shared/ids.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
 import { readFunds } from "./reservations.ts";
@@ -61,5 +63,22 @@ export function createPostgresPlans(client: SQL, pending: PendingGenerations) {
       );
       return row ? toCycle(row) : null;
     },
+  };
+}
+
+/** The plan slice of the store, store failures as `UnavailableError`. */
+export function postgresPlanStore(plans: ReturnType<typeof createPostgresPlans>, gate: StoreGate): PlanStore {
+  return {
+    purchasePlan: (purchase) =>
+      guard(async () => {
+        gate.assertOpen();
+        return plans.purchasePlan(purchase);
+      }),
+
+    activePlan: (accountId, at) =>
+      guard(async () => {
+        gate.assertOpen();
+        return plans.activePlan(accountId, at);
+      }),
   };
 }

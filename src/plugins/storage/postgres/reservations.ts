@@ -1,8 +1,9 @@
 import type { SQL } from "bun";
-import type { Funds, ReservationInput } from "../repository.ts";
+import type { Funds, ReservationInput, ReservationStore } from "../repository.ts";
+import type { StoreGate } from "../shared/gate.ts";
 import { spendBucketStart } from "../shared/spend-buckets.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
-import { sqlState } from "./errors.ts";
+import { guard, sqlState } from "./errors.ts";
 import { num, numOrNull, storedIdsSql } from "./overlay.ts";
 import { pipelined, pipelinedTransaction } from "./pipeline.ts";
 
@@ -420,5 +421,26 @@ export function createPostgresReservations(client: SQL, pending: PendingGenerati
         await tx.unsafe(`delete from gateway_instances where id = $1`, [instanceId]);
       });
     },
+  };
+}
+
+export type PostgresReservations = ReturnType<typeof createPostgresReservations>;
+
+/** The reservation slice of the store: holds taken and dropped, store failures as `UnavailableError`. */
+export function postgresReservationStore(reservations: PostgresReservations, gate: StoreGate): ReservationStore {
+  return {
+    reserve: (input, decide) =>
+      guard(async () => {
+        gate.assertOpen();
+        // No flush first (unlike SQLite): the funds read counts this process's queued requests at
+        // their exact cost instead of their holds, which is what writing them first would give.
+        return reservations.reserve(input, decide);
+      }),
+
+    releaseReservation: (id) =>
+      guard(async () => {
+        gate.assertOpen();
+        await reservations.releaseReservation(id);
+      }),
   };
 }

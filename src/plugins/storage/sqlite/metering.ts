@@ -39,6 +39,47 @@ export function createSqliteMetering(
     .limit(1)
     .prepare();
 
+  const usageByDay = createUsageReport(client, db, pending);
+
+  return {
+    recordGeneration(generation) {
+      gate.assertOpen();
+      checkGeneration(generation);
+      commits.record({ ...generation });
+      markSettled(generation.id);
+    },
+
+    async findGeneration(accountId, id) {
+      const queued = pending.find(accountId, id);
+      if (queued !== undefined) return { ...queued };
+      return selectGenerationById.get({ id, accountId }) ?? selectGenerationByResponse.get({ id, accountId }) ?? null;
+    },
+
+    async listGenerations(accountId, page) {
+      const limit = pageLimit(page);
+      if (limit === 0) return [];
+      // Reads and commits share the one JS thread: a generation is either queued or stored, never both.
+      const queued = queuedPage(pending, accountId, page);
+      const stored = db
+        .select()
+        .from(generations)
+        .where(and(eq(generations.accountId, accountId), olderThan(generations, page)))
+        .orderBy(desc(generations.createdAt), desc(generations.id))
+        .limit(limit)
+        .all();
+      return mergePage(stored, queued, limit);
+    },
+
+    usageByDay,
+
+    async flush() {
+      if (!gate.closed) await commits.flush();
+    },
+  };
+}
+
+/** The usage report: daily roll-ups of an account (or one key) plus its queued generations. */
+function createUsageReport(client: Database, db: SqliteDb, pending: PendingGenerations): MeteringStore["usageByDay"] {
   // The usage report reads thousands of grouped rows: a raw statement returns them as objects keyed by
   // the aliases, without drizzle's per-field mapping (which was most of the report's time: docs/performance.md).
   const usageQuery = (scope: "account" | "key") =>
@@ -71,43 +112,9 @@ export function createSqliteMetering(
   const usageOfAccount = usageQuery("account");
   const usageOfKey = usageQuery("key");
 
-  return {
-    recordGeneration(generation) {
-      gate.assertOpen();
-      checkGeneration(generation);
-      commits.record({ ...generation });
-      markSettled(generation.id);
-    },
-
-    async findGeneration(accountId, id) {
-      const queued = pending.find(accountId, id);
-      if (queued !== undefined) return { ...queued };
-      return selectGenerationById.get({ id, accountId }) ?? selectGenerationByResponse.get({ id, accountId }) ?? null;
-    },
-
-    async listGenerations(accountId, page) {
-      const limit = pageLimit(page);
-      if (limit === 0) return [];
-      // Reads and commits share the one JS thread: a generation is either queued or stored, never both.
-      const queued = queuedPage(pending, accountId, page);
-      const stored = db
-        .select()
-        .from(generations)
-        .where(and(eq(generations.accountId, accountId), olderThan(generations, page)))
-        .orderBy(desc(generations.createdAt), desc(generations.id))
-        .limit(limit)
-        .all();
-      return mergePage(stored, queued, limit);
-    },
-
-    async usageByDay({ accountId, keyId, startDay, endDay }) {
-      const scope = { accountId, keyId, startDay, endDay };
-      const rows = (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope)) as UsageRow[];
-      return withPendingUsage(rows, pending.queue, scope);
-    },
-
-    async flush() {
-      if (!gate.closed) await commits.flush();
-    },
+  return async function usageByDay({ accountId, keyId, startDay, endDay }) {
+    const scope = { accountId, keyId, startDay, endDay };
+    const rows = (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope)) as UsageRow[];
+    return withPendingUsage(rows, pending.queue, scope);
   };
 }

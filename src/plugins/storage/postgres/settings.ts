@@ -1,0 +1,23 @@
+import { eq } from "drizzle-orm";
+import type { SettingsStore } from "../repository.ts";
+import type { StoreGate } from "../shared/gate.ts";
+import { guard } from "./errors.ts";
+import type { PostgresDb } from "./open.ts";
+import { settings } from "./schema.ts";
+
+/** Named values on Postgres: one row each, upserted. */
+export function createPostgresSettings(db: PostgresDb, gate: StoreGate): SettingsStore {
+  return {
+    getSetting: (name) =>
+      guard(async () => {
+        const [row] = await db.select({ value: settings.value }).from(settings).where(eq(settings.name, name));
+        return row?.value ?? null;
+      }),
+
+    setSetting: (name, value) =>
+      guard(async () => {
+        gate.assertOpen();
+        await db.insert(settings).values({ name, value }).onConflictDoUpdate({ target: settings.name, set: { value } });
+      }),
+  };
+}
