@@ -3,6 +3,7 @@ import type { SseFrame } from "../../core/sse.ts";
 import type { FinishReason, StreamEvent } from "../../core/canonical.ts";
 import { mergeMessagesUsage, readMessagesUsage, type MessagesUsage } from "./usage.ts";
 import { ANTHROPIC_MESSAGES } from "./signature.ts";
+import { isJsonObject, objectOf, stringOf, type JsonObject } from "../json.ts";
 
 /**
  * Anthropic stop_reason -> canonical finish; tool use is derived from what was emitted
@@ -40,7 +41,7 @@ export function statusOfErrorType(type: unknown): number {
 type BlockKind = "text" | "thinking" | "tool" | "other";
 
 /** The event name of a frame: the SSE `event:` line, as the SDK dispatches on it, else the JSON `type`. */
-export function frameType(frame: SseFrame, data: Record<string, any>): string {
+export function frameType(frame: SseFrame, data: JsonObject): string {
   return frame.event ?? (typeof data.type === "string" ? data.type : "");
 }
 
@@ -49,9 +50,10 @@ export function frameType(frame: SseFrame, data: Record<string, any>): string {
  * message_delta (the latter's cumulative fields replace the former's), deltas by block kind, tool calls numbered 0..
  * in start order.
  */
-export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type: string, data: Record<string, any>): StreamEvent[] } {
+export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type: string, data: JsonObject): StreamEvent[] } {
   let usage: MessagesUsage = {};
-  const blocks = new Map<number, { kind: BlockKind; tool?: number }>();
+  /** Keyed by the frame's `index` as sent (a number from Anthropic; not checked). */
+  const blocks = new Map<unknown, { kind: BlockKind; tool?: number }>();
   let tools = 0;
   let finished = false;
   let failed = false;
@@ -59,29 +61,30 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
   /** The model that signs this stream's thinking (message_start), named in each signature event's origin. */
   let model = "";
 
-  function usageEvent(next: MessagesUsage | undefined): StreamEvent[] {
+  function usageEvent(next: unknown): StreamEvent[] {
     if (!next || typeof next !== "object") return [];
-    usage = mergeMessagesUsage(usage, next);
+    // Its counts are read through readMessagesUsage, which takes only finite non-negative numbers.
+    usage = mergeMessagesUsage(usage, next as MessagesUsage);
     const read = readMessagesUsage(usage);
     return read ? [{ type: "usage", usage: read }] : []; // `usage: {}` reports nothing
   }
 
-  function decodeData(type: string, data: Record<string, any>): StreamEvent[] {
+  function decodeData(type: string, data: JsonObject): StreamEvent[] {
     received = true;
     switch (type) {
       case "message_start": {
-        const message = data.message ?? {};
+        const message = objectOf(data.message);
         if (typeof message.model === "string") model = message.model;
-        const start: StreamEvent = { type: "message_start", id: typeof message.id === "string" ? message.id : undefined, model: message.model };
+        const start: StreamEvent = { type: "message_start", id: stringOf(message.id), model: stringOf(message.model) };
         return [start, ...usageEvent(message.usage)];
       }
       case "content_block_start":
-        return blockStart(data.index, data.content_block ?? {});
+        return blockStart(data.index, objectOf(data.content_block));
       case "content_block_delta":
-        return blockDelta(blocks.get(data.index), data.delta ?? {});
+        return blockDelta(blocks.get(data.index), objectOf(data.delta));
       case "message_delta": {
         const events = usageEvent(data.usage);
-        const stopReason = data.delta?.stop_reason;
+        const stopReason = objectOf(data.delta).stop_reason;
         if (stopReason !== undefined && stopReason !== null && !finished) {
           finished = true;
           events.push({ type: "message_end", finishReason: finishFromStopReason(stopReason, tools > 0) });
@@ -94,7 +97,7 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
         return [{ type: "message_end", finishReason: finishFromStopReason(undefined, tools > 0) }];
       case "error": {
         failed = true;
-        const error = data.error ?? {};
+        const error = objectOf(data.error);
         const message = typeof error.message === "string" ? error.message : "upstream stream error";
         return [{ type: "error", message, status: statusOfErrorType(error.type), code: typeof error.type === "string" ? error.type : undefined }];
       }
@@ -104,20 +107,20 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
     }
   }
 
-  function blockStart(index: number, block: Record<string, any>): StreamEvent[] {
+  function blockStart(index: unknown, block: JsonObject): StreamEvent[] {
     switch (block.type) {
       case "text":
         blocks.set(index, { kind: "text" });
-        return block.text ? [{ type: "text_delta", text: block.text }] : [];
+        return typeof block.text === "string" && block.text ? [{ type: "text_delta", text: block.text }] : [];
       case "thinking":
         blocks.set(index, { kind: "thinking" });
-        return block.thinking ? [{ type: "reasoning_delta", text: block.thinking }] : [];
+        return typeof block.thinking === "string" && block.thinking ? [{ type: "reasoning_delta", text: block.thinking }] : [];
       case "tool_use": {
         const tool = tools++;
         blocks.set(index, { kind: "tool", tool });
         const events: StreamEvent[] = [{ type: "tool_call_start", index: tool, id: String(block.id ?? ""), name: String(block.name ?? "") }];
         const input = block.input;
-        if (input && typeof input === "object" && Object.keys(input).length > 0) {
+        if (isJsonObject(input) && Object.keys(input).length > 0) {
           events.push({ type: "tool_call_delta", index: tool, arguments: JSON.stringify(input) });
         }
         return events;
@@ -129,16 +132,18 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
     }
   }
 
-  function blockDelta(block: { kind: BlockKind; tool?: number } | undefined, delta: Record<string, any>): StreamEvent[] {
+  function blockDelta(block: { kind: BlockKind; tool?: number } | undefined, delta: JsonObject): StreamEvent[] {
     switch (delta.type) {
       case "text_delta":
-        return block?.kind === "text" && delta.text ? [{ type: "text_delta", text: delta.text }] : [];
+        return block?.kind === "text" && typeof delta.text === "string" && delta.text ? [{ type: "text_delta", text: delta.text }] : [];
       case "thinking_delta":
-        return block?.kind === "thinking" && delta.thinking ? [{ type: "reasoning_delta", text: delta.thinking }] : [];
+        return block?.kind === "thinking" && typeof delta.thinking === "string" && delta.thinking ? [{ type: "reasoning_delta", text: delta.thinking }] : [];
       case "signature_delta":
-        return block?.kind === "thinking" && delta.signature ? [signatureEvent(delta.signature)] : [];
+        return block?.kind === "thinking" && typeof delta.signature === "string" && delta.signature ? [signatureEvent(delta.signature)] : [];
       case "input_json_delta":
-        return block?.kind === "tool" && delta.partial_json ? [{ type: "tool_call_delta", index: block.tool!, arguments: delta.partial_json }] : [];
+        return block?.kind === "tool" && block.tool !== undefined && typeof delta.partial_json === "string" && delta.partial_json
+          ? [{ type: "tool_call_delta", index: block.tool, arguments: delta.partial_json }]
+          : [];
       default:
         return [];
     }
@@ -157,14 +162,15 @@ export function createMessagesStreamDecoder(): StreamDecoder & { decodeData(type
   return {
     decodeData,
     decode(frame: SseFrame): StreamEvent[] {
-      let data: Record<string, any>;
+      let data: unknown;
       try {
         data = JSON.parse(frame.data);
       } catch {
         return [];
       }
       if (!data || typeof data !== "object") return [];
-      return decodeData(frameType(frame, data), data);
+      const object = data as JsonObject; // an array reads as an object without a frame's fields, as before
+      return decodeData(frameType(frame, object), object);
     },
     end(): StreamEvent[] {
       if (finished || failed) return [];
