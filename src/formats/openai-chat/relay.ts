@@ -3,6 +3,7 @@ import type { RelayedFrame, StreamRelay } from "../../core/format.ts";
 import type { SseFrame } from "../../core/sse.ts";
 import { redact } from "../../core/secrets.ts";
 import { errorBody, UpstreamError } from "../../core/errors.ts";
+import type { JsonObject } from "../json.ts";
 import { usableCounts, type FinishReason, type StreamEvent, type Usage } from "../../core/canonical.ts";
 
 interface ChatUsage {
@@ -18,8 +19,9 @@ interface ChatUsage {
  * Chat usage -> canonical usage: prompt_tokens already includes cached tokens (docs/wire-formats.md#usage).
  * Undefined when the upstream reported none usable (absent, null, no count, a count negative or absurd).
  */
-export function readChatUsage(usage: ChatUsage | null | undefined): Usage | undefined {
-  if (!usage || typeof usage !== "object") return undefined;
+export function readChatUsage(wire: unknown): Usage | undefined {
+  if (!wire || typeof wire !== "object") return undefined;
+  const usage = wire as ChatUsage; // its counts are checked by usableCounts before any is read
   if (!usableCounts(usage.prompt_tokens, usage.completion_tokens)) return undefined;
   const details = usage.prompt_tokens_details ?? undefined;
   return {
@@ -108,7 +110,7 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
         terminal = true;
         return DONE;
       }
-      let chunk: Record<string, any>;
+      let chunk: JsonObject;
       try {
         chunk = JSON.parse(frame.data);
       } catch {
@@ -117,14 +119,15 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
       const events: StreamEvent[] = [];
       if (chunk.error) {
         terminal = true;
-        events.push({ type: "error", message: String(chunk.error.message ?? "upstream stream error") });
+        events.push({ type: "error", message: String((chunk.error as { message?: unknown }).message ?? "upstream stream error") });
         return { out: `data: ${redact(frame.data)}\n\n`, events };
       }
       if (!started) {
         started = true;
         events.push({ type: "message_start", id: requestId });
       }
-      const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
+      const first: unknown = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
+      const choice = first ? (first as JsonObject) : undefined;
       if (choice) {
         readDelta(choice, events);
         if (choice.finish_reason) terminal = true;
@@ -159,20 +162,27 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
   };
 }
 
-function readDelta(choice: Record<string, any>, events: StreamEvent[]): void {
-  const delta = choice.delta;
+/** The fields of a streamed chat tool call this relay reads (unchecked wire values). */
+interface ChatToolCallDelta {
+  index?: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
+
+function readDelta(choice: JsonObject, events: StreamEvent[]): void {
+  const delta = choice.delta ? (choice.delta as JsonObject) : undefined;
   if (delta) {
     if (typeof delta.content === "string" && delta.content !== "") events.push({ type: "text_delta", text: delta.content });
     if (typeof delta.reasoning_content === "string" && delta.reasoning_content !== "") {
       events.push({ type: "reasoning_delta", text: delta.reasoning_content });
     }
     if (Array.isArray(delta.tool_calls)) {
-      for (const call of delta.tool_calls) {
+      for (const call of delta.tool_calls as ChatToolCallDelta[]) {
         const index = call.index ?? 0;
         if (call.id) events.push({ type: "tool_call_start", index, id: call.id, name: call.function?.name ?? "" });
         if (call.function?.arguments) events.push({ type: "tool_call_delta", index, arguments: call.function.arguments });
       }
     }
   }
-  if (choice.finish_reason) events.push({ type: "message_end", finishReason: FINISH[choice.finish_reason] ?? "stop" });
+  if (choice.finish_reason) events.push({ type: "message_end", finishReason: FINISH[String(choice.finish_reason)] ?? "stop" });
 }

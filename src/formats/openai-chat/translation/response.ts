@@ -5,15 +5,24 @@ import { readChatUsage } from "../relay.ts";
 import { finishFromChat, finishToChat } from "./finish.ts";
 import { argumentsText } from "./tool-calls.ts";
 import { customToolNames, unwrapCustomInput, wrapCustomInput } from "./custom-tools.ts";
+import { objectOf, type JsonObject } from "../../json.ts";
 
-type Json = Record<string, any>;
+type Json = JsonObject;
+
+/** The fields of a chat tool call this decoder reads; the values are checked where they are read. */
+interface ChatToolCall {
+  id?: unknown;
+  type?: unknown;
+  function?: { name?: unknown; arguments?: unknown };
+  custom?: { name?: unknown; input?: unknown };
+}
 
 /** A chat completion from an upstream in canonical form: reasoning first, then text, then tool calls. */
 export function decodeChatResponse(body: Record<string, unknown>): CanonicalResponse {
   const completion = body as Json;
   const choice = Array.isArray(completion.choices) ? completion.choices[0] : undefined;
   if (!choice && completion.error) {
-    throw new UpstreamError(`upstream answered with an error: ${String(completion.error.message ?? JSON.stringify(completion.error)).slice(0, 500)}`);
+    throw new UpstreamError(`upstream answered with an error: ${String(objectOf(completion.error).message ?? JSON.stringify(completion.error)).slice(0, 500)}`);
   }
   const message: Json = choice?.message ?? {};
   const model = typeof completion.model === "string" ? completion.model : "";
@@ -24,7 +33,7 @@ export function decodeChatResponse(body: Record<string, unknown>): CanonicalResp
   }
   const text = responseText(message);
   if (text !== "") content.push({ type: "text", text });
-  const calls: Json[] = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+  const calls: (ChatToolCall | null | undefined)[] = Array.isArray(message.tool_calls) ? message.tool_calls : [];
   calls.forEach((call, index) => {
     const id = typeof call?.id === "string" && call.id !== "" ? call.id : `call_${index}`;
     if (call?.type === "custom") {

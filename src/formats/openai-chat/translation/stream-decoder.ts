@@ -2,9 +2,10 @@ import type { StreamDecoder } from "../../../core/format.ts";
 import type { SseFrame } from "../../../core/sse.ts";
 import type { FinishReason, StreamEvent, Usage } from "../../../core/canonical.ts";
 import { readChatUsage } from "../relay.ts";
+import { objectOf, type JsonObject } from "../../json.ts";
 import { finishFromChat, settleFinish } from "./finish.ts";
 
-type Json = Record<string, any>;
+type Json = JsonObject;
 
 interface ToolCallState {
   ordinal: number;
@@ -41,14 +42,14 @@ export function createChatStreamDecoder(): StreamDecoder {
       call = { ordinal: calls.length, id: id ?? `call_${calls.length}`, hasArguments: false };
       calls.push(call);
       byId.set(call.id, call);
-      events.push({ type: "tool_call_start", index: call.ordinal, id: call.id, name: String(entry.function?.name ?? entry.custom?.name ?? "") });
+      events.push({ type: "tool_call_start", index: call.ordinal, id: call.id, name: String(objectOf(entry.function).name ?? objectOf(entry.custom).name ?? "") });
     }
     if (index !== undefined) byIndex.set(index, call);
     return call;
   }
 
   function readChoice(choice: Json, events: StreamEvent[]): void {
-    const delta: Json = choice.delta ?? {};
+    const delta: Json = (choice.delta as Json | null | undefined) ?? {};
     const reasoning = typeof delta.reasoning_content === "string" ? delta.reasoning_content : delta.reasoning;
     if (typeof reasoning === "string" && reasoning !== "") events.push({ type: "reasoning_delta", text: reasoning });
     if (typeof delta.content === "string" && delta.content !== "") events.push({ type: "text_delta", text: delta.content });
@@ -56,7 +57,7 @@ export function createChatStreamDecoder(): StreamDecoder {
     if (Array.isArray(delta.tool_calls)) {
       for (const entry of delta.tool_calls as Json[]) {
         const call = toolCall(entry ?? {}, events);
-        const args = entry?.function?.arguments ?? entry?.custom?.input;
+        const args = objectOf(entry?.function).arguments ?? objectOf(entry?.custom).input;
         if (typeof args === "string" && args !== "") {
           call.hasArguments = true;
           events.push({ type: "tool_call_delta", index: call.ordinal, arguments: args });
