@@ -2,8 +2,9 @@ import type { FinishReason, StreamEvent } from "../../core/canonical.ts";
 import { readResponsesUsage } from "./usage.ts";
 import { canonicalToolName, wrapCustomInput } from "./tools.ts";
 import { RESPONSES_FORMAT } from "./reasoning-state.ts";
+import { isJsonObject, objectOf, type JsonObject } from "../json.ts";
 
-type Json = Record<string, any>;
+type Json = JsonObject;
 
 interface ToolItem {
   index: number;
@@ -34,8 +35,8 @@ export function createResponsesEventReader(): ResponsesEventReader {
   let finished = false;
   let model = "";
 
-  function toolItem(item: Json, events: StreamEvent[]): ToolItem | undefined {
-    if (item?.type !== "function_call" && item?.type !== "custom_tool_call") return undefined;
+  function toolItem(item: unknown, events: StreamEvent[]): ToolItem | undefined {
+    if (!isJsonObject(item) || (item.type !== "function_call" && item.type !== "custom_tool_call")) return undefined;
     const key = String(item.id ?? item.call_id ?? "");
     let tool = tools.get(key);
     if (!tool) {
@@ -54,9 +55,9 @@ export function createResponsesEventReader(): ResponsesEventReader {
     events.push({ type: "tool_call_delta", index: tool.index, arguments: text });
   }
 
-  function terminal(response: Json, events: StreamEvent[], finish: FinishReason | undefined): void {
+  function terminal(response: unknown, events: StreamEvent[], finish: FinishReason | undefined): void {
     finished = true;
-    const usage = readResponsesUsage(response?.usage);
+    const usage = readResponsesUsage(objectOf(response).usage);
     if (usage) events.push({ type: "usage", usage });
     if (finish) events.push({ type: "message_end", finishReason: finish });
   }
@@ -69,7 +70,7 @@ export function createResponsesEventReader(): ResponsesEventReader {
       const events: StreamEvent[] = [];
       switch (event?.type) {
         case "response.created": {
-          const response = event.response ?? {};
+          const response = objectOf(event.response);
           if (typeof response.model === "string") model = response.model;
           events.push({
             type: "message_start",
@@ -107,7 +108,7 @@ export function createResponsesEventReader(): ResponsesEventReader {
           break;
         }
         case "response.output_item.done": {
-          const item = event.item ?? {};
+          const item = objectOf(event.item);
           if (item.type === "reasoning" && typeof item.encrypted_content === "string" && item.encrypted_content !== "") {
             // OpenAI's encrypted reasoning, bound to this format and model: client encoders tag it with the origin.
             const signature: StreamEvent & { origin: { format: string; model: string } } = {
@@ -125,19 +126,19 @@ export function createResponsesEventReader(): ResponsesEventReader {
           terminal(event.response, events, toolCount > 0 ? "tool_calls" : "stop");
           break;
         case "response.incomplete": {
-          const reason = event.response?.incomplete_details?.reason;
+          const reason = objectOf(objectOf(event.response).incomplete_details).reason;
           terminal(event.response, events, reason === "content_filter" ? "content_filter" : "length");
           break;
         }
         case "response.failed": {
           terminal(event.response, events, undefined);
-          const error = event.response?.error ?? {};
+          const error = objectOf(objectOf(event.response).error);
           events.push({ type: "error", message: String(error.message ?? "upstream response failed"), ...(error.code ? { code: String(error.code) } : {}) });
           break;
         }
         case "error":
           finished = true;
-          events.push({ type: "error", message: String(event.message ?? event.error?.message ?? "upstream stream error"), ...(event.code ? { code: String(event.code) } : {}) });
+          events.push({ type: "error", message: String(event.message ?? objectOf(event.error).message ?? "upstream stream error"), ...(event.code ? { code: String(event.code) } : {}) });
           break;
       }
       return events;
