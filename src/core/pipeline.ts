@@ -7,12 +7,12 @@ import {
   ProviderUnavailableError,
   UpstreamError,
   UpstreamHttpError,
-  UpstreamTimeoutError,
   asGatewayError,
 } from "./errors.ts";
 import type { CanonicalResponse } from "./canonical.ts";
 import { RequestBodies } from "./request-body.ts";
-import { SseSplitter, type SseFrame } from "./sse.ts";
+import { StreamSession, type StreamHost } from "./stream-session.ts";
+import { abortError, clientLeft, failure, readError } from "./request-outcome.ts";
 import { routeFor, type TranslatedRoute, type UpstreamRoute } from "./route.ts";
 import { buildUpstreamBody, sendUpstream } from "./upstream.ts";
 import type { IngressFormat, RelayedFrame, StreamRelay, UpstreamCodec, UpstreamTranslation, WireFormat } from "./format.ts";
@@ -50,6 +50,8 @@ export class Pipeline implements Gateway {
   private readonly responseHooks: Stage[];
   private readonly streamHooks: Stage[];
   private readonly signals: RequestSignals;
+  /** What each stream's session reads of this pipeline (one object, shared by every stream). */
+  private readonly streamHost: StreamHost;
   /** Client addresses (the server is attached once it listens: `attachServer`). */
   private readonly addresses: ClientAddresses;
 
@@ -66,6 +68,13 @@ export class Pipeline implements Gateway {
     this.bodies = new RequestBodies(server.max_body_bytes, server.max_body_bytes_in_flight);
     this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
     this.addresses = new ClientAddresses(server.trusted_proxies);
+    this.streamHost = {
+      signals: this.signals,
+      observe: (ctx, event) => this.observe(ctx, event),
+      complete: (ctx, outcome, reached) => this.complete(ctx, outcome, reached),
+      leave: () => this.leave(),
+      logError: (message, fields) => this.log.error(message, fields),
+    };
     this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
     this.responseHooks = stages.filter((s) => s.instance.onResponse).reverse();
     this.streamHooks = stages.filter((s) => s.instance.onStreamEvent).reverse();
@@ -290,12 +299,7 @@ export class Pipeline implements Gateway {
     return new Response(out, { status: 200, headers });
   }
 
-  /**
-   * Relays a stream. What the upstream has already sent is relayed before the headers go out: a stream whose
-   * whole body is here (a short answer) is answered as one body in one write, like the bare proxy's native
-   * pipe; the rest streams frame by frame as it comes. Nothing waits for bytes that have not arrived: a read
-   * still pending a microtask after it was asked for ends this phase.
-   */
+  /** Relays a stream: an event stream goes through a StreamSession (stream-session.ts), a JSON answer is made one. */
   private async relayStream(ctx: GatewayContext, upstream: Upstream, reached: number): Promise<Response> {
     const route = upstream.route;
     const headers = {
@@ -317,167 +321,7 @@ export class Pipeline implements Gateway {
     const relay = route.relayed ? relayOf(ctx, route.codec.createStreamRelay) : translatingRelay(ctx, route);
     const body = upstream.response.body;
     if (!body) throw new UpstreamError(`upstream ${ctx.target!.provider} answered a stream without a body`);
-    const reader = body.getReader();
-    const splitter = new SseSplitter();
-    let drained = false;
-    let clientGone = false;
-    let finished = false;
-    let streamError: { message: string; status?: number } | undefined;
-    const finish = async (outcome: Outcome) => {
-      if (finished) return;
-      finished = true;
-      try {
-        await this.complete(ctx, outcome, reached);
-      } finally {
-        this.leave();
-      }
-    };
-    /** Stops reading the upstream (a drained body needs nothing: releasing it costs a streaming gateway measurable CPU). */
-    const stopUpstream = async () => {
-      if (!drained) await reader.cancel().catch(() => {});
-    };
-    const abandon = async () => {
-      clientGone = true;
-      await stopUpstream();
-      await finish({ status: "cancelled" });
-    };
-    const observeAll = (events: readonly StreamEvent[]) => {
-      for (const event of events) {
-        if (event.type === "error") streamError = event;
-        this.observe(ctx, event);
-      }
-    };
-    /** The client's text for one upstream read (the frames it completes). */
-    const relayRead = (value: Uint8Array | undefined, done: boolean): string => {
-      if (done) drained = true;
-      else this.signals.touch(ctx.signal);
-      const frames = done ? splitter.end() : splitter.push(value!);
-      if (frames.length === 0) return "";
-      framesSeen = true;
-      ctx.firstTokenMono ??= performance.now();
-      let out = "";
-      for (const frame of frames) {
-        const relayed = relay.onFrame(frame);
-        observeAll(relayed.events);
-        if (relayed.out !== null) out += relayed.out;
-      }
-      return out;
-    };
-    /** What a failed upstream read is to the client: the upstream's failure, or our own deadline or disconnect. */
-    const readFailure = (thrown: unknown): GatewayError => readError(ctx, thrown);
-    let framesSeen = false;
-    /** The relay's last words once the upstream is drained or stopped, and the stream's outcome. */
-    const closing = (): { out: string; outcome: Outcome } => {
-      // Only a drained upstream gets the relay's verdict on how it ended; one stopped for a client that left has none.
-      const tail = drained ? relay.end?.() : undefined;
-      observeAll(tail?.events ?? []);
-      const outcome: Outcome = streamError
-        ? { status: "failed", error: { status: streamError.status ?? 502, code: "upstream_error", message: streamError.message } }
-        : clientLeft(ctx)
-          ? { status: "cancelled" }
-          : { status: "success" };
-      return { out: tail?.out ?? "", outcome };
-    };
-
-    // What is already here. A read that fails before any frame is an error response (no header has gone out);
-    // after frames, those frames still go out, then the error frame, as in a stream.
-    let head = "";
-    let headError: GatewayError | undefined;
-    let next: ReturnType<typeof reader.read> | undefined = reader.read();
-    try {
-      while (next !== undefined && !ctx.signal.aborted) {
-        if (Bun.peek.status(next) === "pending") {
-          await undefined; // one microtask: a body that has just ended says so by then
-          if (Bun.peek.status(next) === "pending") break;
-        }
-        let result: Awaited<typeof next>;
-        try {
-          result = await next;
-        } catch (thrown) {
-          throw readFailure(thrown);
-        }
-        head += relayRead(result.value, result.done);
-        next = result.done ? undefined : reader.read();
-      }
-    } catch (thrown) {
-      await stopUpstream();
-      if (ctx.firstTokenMono === undefined) throw thrown;
-      headError = asGatewayError(thrown);
-      next = undefined;
-    }
-    // A read left pending is awaited by the stream's pull, unless the client is gone first: never unhandled.
-    next?.catch(() => {});
-    if (drained && !framesSeen) throw new UpstreamError(`upstream ${ctx.target!.provider} ended the stream without sending an event`);
-    if (!drained && ctx.signal.aborted && ctx.firstTokenMono === undefined) {
-      await stopUpstream();
-      throw abortError(ctx);
-    }
-    if (drained) {
-      const { out, outcome } = closing();
-      await finish(outcome);
-      return new Response(head + out, { status: 200, headers });
-    }
-
-    // The rest streams. Bun's direct stream: frames are written straight to the socket (no queue, no
-    // per-frame encode) and flushed as they come, so the client sees each one at once.
-    const stream = new ReadableStream({
-      type: "direct",
-      pull: async (controller: ReadableStreamDirectController) => {
-        try {
-          if (head !== "") {
-            const written = controller.write(head);
-            head = "";
-            if (written === 0) return await abandon();
-          }
-          if (headError) throw headError;
-          // The frames of one upstream read go out in one write.
-          while (!drained && !clientGone && !ctx.signal.aborted) {
-            const pending = next ?? reader.read();
-            next = undefined;
-            let result: Awaited<typeof pending>;
-            try {
-              result = await pending;
-            } catch (thrown) {
-              throw readFailure(thrown);
-            }
-            const { value, done } = result;
-            if (clientGone) break;
-            const out = relayRead(value, done);
-            if (out !== "") {
-              const written = controller.write(out);
-              if (written === 0) return await abandon(); // the client went away
-              if (typeof written !== "number") {
-                await written; // backpressure: wait for the socket to drain
-                this.signals.touch(ctx.signal); // the client's pace, not the upstream's silence
-              }
-            }
-          }
-          if (clientGone) return;
-          if (!drained) await stopUpstream(); // deadline passed or client gone (seen by the sweep)
-          if (!drained && !clientLeft(ctx)) throw abortError(ctx); // the upstream timed out: the client gets the error event
-          if (!drained && !framesSeen) throw new UpstreamError(`upstream ${ctx.target!.provider} ended the stream without sending an event`);
-          const { out, outcome } = closing();
-          if (out) controller.write(out);
-          await finish(outcome);
-          await controller.end();
-        } catch (thrown) {
-          await stopUpstream();
-          const error = thrown instanceof GatewayError ? thrown : readError(ctx, thrown);
-          try {
-            // One error event per stream: an upstream's own error event may have gone out already.
-            if (streamError === undefined) controller.write(route.ingress.streamErrorFrame(error));
-          } catch {}
-          await finish(clientGone || clientLeft(ctx) ? { status: "cancelled" } : failure(error));
-          try {
-            await controller.end();
-          } catch {}
-        }
-      },
-      // The client went away: stop the upstream, bill what was generated.
-      cancel: () =>
-        abandon().catch((error: unknown) => this.log.error("stream cancel failed", { request_id: ctx.requestId, error: String((error as Error)?.stack ?? error) })),
-    });
-    return new Response(stream, { status: 200, headers });
+    return new StreamSession(this.streamHost, ctx, route.ingress, relay, body.getReader(), reached, headers).open();
   }
 
   /** What the core reads from each stream event, then every plugin's onStreamEvent. */
@@ -517,10 +361,6 @@ export class Pipeline implements Gateway {
       ...extra,
     });
   }
-}
-
-function failure(error: GatewayError): Outcome {
-  return { status: "failed", error: { status: error.status, code: error.code, message: error.message } };
 }
 
 /** Maps an upstream's non-2xx answer to what the client should see. */
@@ -573,26 +413,6 @@ function translatingRelay(ctx: GatewayContext, route: TranslatedRoute): StreamRe
 function relayOf(ctx: GatewayContext, create: ((ctx: GatewayContext) => StreamRelay) | undefined): StreamRelay {
   if (!create) throw new GatewayError(`internal error: the ${ctx.ingress.name} format has no stream relay`);
   return create(ctx);
-}
-
-/** The client went away (its signal fired for a reason other than a timeout). */
-function clientLeft(ctx: GatewayContext): boolean {
-  return ctx.signal.aborted && (ctx.signal.reason as Error | undefined)?.name !== "TimeoutError";
-}
-
-/** Why the request's signal fired, as the client should read it: the upstream's deadline or silence (504), or the client gone. */
-function abortError(ctx: GatewayContext): GatewayError {
-  const reason = ctx.signal.reason as Error | undefined;
-  if (reason?.name === "TimeoutError") return new UpstreamTimeoutError(`upstream ${ctx.target?.provider ?? ""} timed out: ${reason.message}`.replace("  ", " "));
-  return new UpstreamError("the client went away before the answer was complete");
-}
-
-/** A failed read of the upstream's body: our own deadline or the client's leaving, else the upstream's failure (502). */
-function readError(ctx: GatewayContext, thrown: unknown): GatewayError {
-  if (thrown instanceof GatewayError) return thrown;
-  if (ctx.signal.aborted) return abortError(ctx);
-  const message = (thrown as Error)?.message ?? String(thrown);
-  return new UpstreamError(`upstream ${ctx.target!.provider} broke off its answer: ${message}`, { cause: thrown });
 }
 
 /** The upstream's answer as JSON; anything else (an HTML page, a truncated body) is a 502. */
