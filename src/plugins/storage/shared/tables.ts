@@ -1,0 +1,201 @@
+import { sql, type Column, type ColumnBuilder, type HasDefault, type SQL } from "drizzle-orm";
+
+/**
+ * The storage tables once, for both dialects: column names, kinds, nullability and defaults. Each
+ * dialect hands over its builder per kind (`ColumnKit`: SQLite integers, Postgres bigint, ...), and
+ * builds its tables, indexes and checks around these columns (sqlite/schema.ts, postgres/schema.ts).
+ * The builders' own types flow through, so the rows are typed as precisely as hand-written tables.
+ *
+ * Money is integer nano-USD, ids are text, timestamps are epoch-ms integers, JSON is text.
+ */
+
+export const LEDGER_KINDS = ["card", "usdt", "bonus", "voucher", "promotional", "usage", "plan"] as const;
+export type LedgerKind = (typeof LEDGER_KINDS)[number];
+
+type Col = ColumnBuilder;
+
+/** A dialect's builder for each kind of column (nullable unless the kind says otherwise). */
+export interface ColumnKit<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col> {
+  text(name: string): Text;
+  /** Text with a UNIQUE constraint. */
+  uniqueText(name: string): UniqueText;
+  /** nano-USD. */
+  money(name: string): Money;
+  /** Epoch milliseconds. */
+  epochMs(name: string): Ms;
+  /** A per-request count (tokens, milliseconds). */
+  int(name: string): Int;
+  /** A sum of counts (daily roll-ups). */
+  count(name: string): Count;
+  bool(name: string): Bool;
+  /** Text typed as a `GenerationStatus`, and as a `LedgerKind`. */
+  status(name: string): Status;
+  ledgerKind(name: string): Kind;
+  /** Foreign keys: accounts.id, api_keys.id, generations.id. */
+  accountRef(name: string): AccountRef;
+  keyRef(name: string): KeyRef;
+  generationRef(name: string): GenerationRef;
+}
+
+/** A default the generic column cannot check (its data type is the dialect's): 0 or false, as the kind says. */
+function orElse<T extends Col>(column: T, value: number | boolean): HasDefault<T> {
+  return (column as unknown as { default(value: unknown): HasDefault<T> }).default(value);
+}
+
+/** Every table's columns, built by one dialect's kit. */
+export function storageColumns<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col>(
+  k: ColumnKit<Text, UniqueText, Money, Ms, Int, Count, Bool, Status, Kind, AccountRef, KeyRef, GenerationRef>,
+) {
+  const tokens = (count: (name: string) => Int | Count) => ({
+    promptTokens: count("prompt_tokens").notNull(),
+    completionTokens: count("completion_tokens").notNull(),
+    cachedTokens: count("cached_tokens").notNull(),
+    cacheWriteTokens: count("cache_write_tokens").notNull(),
+  });
+  return {
+    accounts: {
+      id: k.text("id").primaryKey(),
+      name: k.text("name").notNull(),
+      createdAt: k.epochMs("created_at").notNull(),
+      // Maintained in the same transaction as every ledger insert: the balance is never a scan.
+      totalCreditsNano: orElse(k.money("total_credits_nano").notNull(), 0),
+      totalDebitsNano: orElse(k.money("total_debits_nano").notNull(), 0),
+      /** Credits of the paid kinds (card, usdt). */
+      paidCreditsNano: orElse(k.money("paid_credits_nano").notNull(), 0),
+    },
+    apiKeys: {
+      id: k.text("id").primaryKey(),
+      accountId: k.accountRef("account_id").notNull(),
+      name: k.text("name").notNull(),
+      keyHash: k.uniqueText("key_hash").notNull(),
+      label: k.text("label").notNull(),
+      limitNano: k.money("limit_nano"),
+      /** JSON array of model ids; NULL = every model. */
+      models: k.text("models"),
+      rpm: k.int("rpm"),
+      tpm: k.int("tpm"),
+      expiresAt: k.epochMs("expires_at"),
+      createdAt: k.epochMs("created_at").notNull(),
+      deletedAt: k.epochMs("deleted_at"),
+      blocked: orElse(k.bool("blocked").notNull(), false),
+      /** Maintained with every metered generation of the key. */
+      usageNano: orElse(k.money("usage_nano").notNull(), 0),
+    },
+    generations: {
+      id: k.text("id").primaryKey(),
+      responseId: k.text("response_id"),
+      accountId: k.accountRef("account_id").notNull(),
+      keyId: k.keyRef("key_id").notNull(),
+      model: k.text("model").notNull(),
+      provider: k.text("provider").notNull(),
+      ingress: k.text("ingress").notNull(),
+      stream: k.bool("stream").notNull(),
+      status: k.status("status").notNull(),
+      errorCode: k.text("error_code"),
+      createdAt: k.epochMs("created_at").notNull(),
+      latencyMs: k.int("latency_ms").notNull(),
+      timeToFirstTokenMs: k.int("time_to_first_token_ms"),
+      ...tokens(k.int),
+      reasoningTokens: k.int("reasoning_tokens").notNull(),
+      inputCost: k.money("input_cost_nano").notNull(),
+      cacheReadCost: k.money("cache_read_cost_nano").notNull(),
+      cacheWriteCost: k.money("cache_write_cost_nano").notNull(),
+      outputCost: k.money("output_cost_nano").notNull(),
+      totalCost: k.money("total_cost_nano").notNull(),
+      /** Priced but not charged: past the request's hold and what was still free (docs/billing.md). */
+      unbilledCost: orElse(k.money("unbilled_cost_nano").notNull(), 0),
+      /** The usage was counted by the gateway: the upstream reported none. */
+      usageEstimated: orElse(k.bool("usage_estimated").notNull(), false),
+    },
+    ledgerEntries: {
+      id: k.text("id").primaryKey(),
+      accountId: k.accountRef("account_id").notNull(),
+      kind: k.ledgerKind("kind").notNull(),
+      /** Signed: credit > 0, debit (kinds usage, plan) < 0. */
+      amountNano: k.money("amount_nano").notNull(),
+      /**
+       * Idempotency key: the caller's reference for credits, the generation id for usage debits, so
+       * a request can never be debited twice (no second unique index on generation_id: it would be the
+       * same random-keyed index again, and the write path pays per random index).
+       */
+      reference: k.uniqueText("reference").notNull(),
+      generationId: k.generationRef("generation_id"),
+      createdAt: k.epochMs("created_at").notNull(),
+    },
+    usageDaily: {
+      accountId: k.text("account_id").notNull(),
+      keyId: k.text("key_id").notNull(),
+      /** UTC day of the generation's createdAt, YYYY-MM-DD. */
+      day: k.text("day").notNull(),
+      model: k.text("model").notNull(),
+      costNano: k.money("cost_nano").notNull(),
+      requests: k.count("requests").notNull(),
+      successfulRequests: k.count("successful_requests").notNull(),
+      failedRequests: k.count("failed_requests").notNull(),
+      ...tokens(k.count),
+    },
+    settings: {
+      name: k.text("name").primaryKey(),
+      value: k.text("value").notNull(),
+    },
+    reservations: {
+      /** The request id. */
+      id: k.text("id").primaryKey(),
+      accountId: k.text("account_id").notNull(),
+      keyId: k.text("key_id").notNull(),
+      amountNano: k.money("amount_nano").notNull(),
+      /** The gateway process holding it; reservations of a dead process are released. */
+      instanceId: k.text("instance_id").notNull(),
+      createdAt: k.epochMs("created_at").notNull(),
+    },
+    gatewayInstances: {
+      id: k.text("id").primaryKey(),
+      heartbeatAt: k.epochMs("heartbeat_at").notNull(),
+    },
+    spendBuckets: {
+      accountId: k.text("account_id").notNull(),
+      /** Epoch ms, a multiple of 5 minutes. */
+      bucketStart: k.epochMs("bucket_start").notNull(),
+      costNano: k.money("cost_nano").notNull(),
+    },
+    accountPlans: {
+      id: k.text("id").primaryKey(),
+      accountId: k.accountRef("account_id").notNull(),
+      plan: k.text("plan").notNull(),
+      /** balance (one non-renewing cycle per account) or card (recurring). */
+      funding: k.text("funding").notNull(),
+      priceNano: k.money("price_nano").notNull(),
+      startedAt: k.epochMs("started_at").notNull(),
+      endsAt: k.epochMs("ends_at").notNull(),
+      renewing: k.bool("renewing").notNull(),
+    },
+    /** The `ledger` view (ledger-view.ts): every money movement of every account, signed. */
+    ledger: {
+      id: k.text("id").notNull(),
+      accountId: k.text("account_id").notNull(),
+      kind: k.ledgerKind("kind").notNull(),
+      amountNano: k.money("amount_nano").notNull(),
+      reference: k.text("reference").notNull(),
+      createdAt: k.epochMs("created_at").notNull(),
+    },
+  };
+}
+
+/** The CHECK constraints of `ledger_entries`, by name: the kind is known, and its sign goes with it. */
+export function ledgerChecks(t: { kind: Column; amountNano: Column; generationId: Column }): [name: string, condition: SQL][] {
+  return [
+    ["ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage', 'plan')`],
+    // A usage debit is negative and names its generation (the writer sets reference = generation id);
+    // a plan bought from the balance is a negative entry too; credits are positive.
+    [
+      "ledger_sign_check",
+      sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} = 'plan' and ${t.amountNano} < 0) or (${t.kind} not in ('usage', 'plan') and ${t.amountNano} > 0)`,
+    ],
+  ];
+}
+
+/**
+ * Only answers whose id is not the request id carry a response id (a relayed Responses answer): chat
+ * and Messages rows stay out of this partial index, so the hot insert path pays for no random-keyed index.
+ */
+export const hasResponseId = (t: { responseId: Column }): SQL => sql`${t.responseId} is not null`;
