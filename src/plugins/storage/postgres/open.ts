@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { drizzle, type BunSQLDatabase } from "drizzle-orm/bun-sql";
 import { migrate } from "drizzle-orm/bun-sql/migrator";
 import { DEFAULT_POOL_SIZE } from "../schema.ts";
-import { postgresSchema } from "./schema.ts";
+import * as postgresSchema from "./schema.ts";
 
 export type PostgresDb = BunSQLDatabase<typeof postgresSchema>;
 

@@ -138,6 +138,10 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       name: k.text("name").primaryKey(),
       value: k.text("value").notNull(),
     },
+    /**
+     * Worst-case costs held for requests in flight (budget plugin). A reservation is deleted in the same
+     * transaction that writes its request's generation and debit, so funds are never counted free twice.
+     */
     reservations: {
       /** The request id. */
       id: k.text("id").primaryKey(),
@@ -148,16 +152,19 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       instanceId: k.text("instance_id").notNull(),
       createdAt: k.epochMs("created_at").notNull(),
     },
+    /** Live gateway processes on this store, by heartbeat. */
     gatewayInstances: {
       id: k.text("id").primaryKey(),
       heartbeatAt: k.epochMs("heartbeat_at").notNull(),
     },
+    /** Account spend in 5-minute buckets (by request start), maintained by metering: plan spend windows sum these. */
     spendBuckets: {
       accountId: k.text("account_id").notNull(),
       /** Epoch ms, a multiple of 5 minutes. */
       bucketStart: k.epochMs("bucket_start").notNull(),
       costNano: k.money("cost_nano").notNull(),
     },
+    /** Plan cycles bought by accounts. */
     accountPlans: {
       id: k.text("id").primaryKey(),
       accountId: k.accountRef("account_id").notNull(),

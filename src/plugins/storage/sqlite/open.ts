@@ -4,7 +4,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
 import { migrate } from "drizzle-orm/bun-sqlite/migrator";
-import { sqliteSchema } from "./schema.ts";
+import * as sqliteSchema from "./schema.ts";
 import { WRITER_AUTOCHECKPOINT_PAGES } from "./checkpointer.ts";
 
 export type SqliteDb = BunSQLiteDatabase<typeof sqliteSchema>;

@@ -4,8 +4,6 @@ import type { GenerationStatus } from "../repository.ts";
 import { LEDGER_VIEW_QUERY } from "../ledger-view.ts";
 import { hasResponseId, ledgerChecks, storageColumns, type LedgerKind } from "../shared/tables.ts";
 
-export { LEDGER_KINDS, type LedgerKind } from "../shared/tables.ts";
-
 /**
  * SQLite tables of the storage plugin: the columns of shared/tables.ts on SQLite's builders (every
  * number an integer, booleans as integers), with SQLite's indexes.
@@ -69,38 +67,16 @@ export const usageDaily = sqliteTable("usage_daily", columns.usageDaily, (t) => 
 
 export const settings = sqliteTable("settings", columns.settings);
 
-/**
- * Worst-case costs held for requests in flight (budget plugin). A reservation is deleted in the same
- * transaction that writes its request's generation and debit, so funds are never counted free twice.
- */
 export const reservations = sqliteTable("reservations", columns.reservations, (t) => [
   index("reservations_account_idx").on(t.accountId),
   index("reservations_key_idx").on(t.keyId),
   index("reservations_instance_idx").on(t.instanceId),
 ]);
 
-/** Live gateway processes on this store, by heartbeat. */
 export const gatewayInstances = sqliteTable("gateway_instances", columns.gatewayInstances);
 
-/** Account spend in 5-minute buckets (by request start), maintained by metering: plan spend windows sum these. */
 export const spendBuckets = sqliteTable("spend_buckets", columns.spendBuckets, (t) => [primaryKey({ columns: [t.accountId, t.bucketStart] })]);
 
-/** Plan cycles bought by accounts. */
 export const accountPlans = sqliteTable("account_plans", columns.accountPlans, (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)]);
 
-/** Every money movement of every account, signed (ledger-view.ts). */
 export const ledger = sqliteView("ledger", columns.ledger).as(sql.raw(LEDGER_VIEW_QUERY));
-
-export const sqliteSchema = {
-  accounts,
-  apiKeys,
-  ledgerEntries,
-  ledger,
-  generations,
-  usageDaily,
-  settings,
-  reservations,
-  gatewayInstances,
-  spendBuckets,
-  accountPlans,
-};
