@@ -11,6 +11,7 @@
  * Scenario control: `[[fake {json}]]` in the text of the LAST user message (see AnthropicFakeDirective).
  */
 import { controlledStream, sleep, type Ctx } from "./server.ts";
+import { registerFake } from "./registry.ts";
 import { countWords, defaultReplyText, splitArguments, splitTextForStream } from "./openai.ts";
 
 type Json = Record<string, any>;
@@ -401,3 +402,5 @@ export async function handleAnthropicMessages(ctx: Ctx): Promise<Response> {
   });
   return new Response(stream, { status: 200, headers: sse });
 }
+
+registerFake("anthropic", [{ method: "POST", path: "/v1/messages", handler: handleAnthropicMessages }]);

@@ -12,6 +12,7 @@
  * Scenario control: `[[fake {json}]]` in the text of the LAST user content (see GeminiFakeDirective).
  */
 import { controlledStream, jsonResponse, sleep, type Ctx } from "./server.ts";
+import { registerFake } from "./registry.ts";
 import { countWords, defaultReplyText, splitTextForStream } from "./openai.ts";
 
 type Json = Record<string, any>;
@@ -428,3 +429,5 @@ export async function geminiModels(ctx: Ctx): Promise<Response> {
   });
   return new Response(body, { status: 200, headers: { ...SSE_HEADERS, ...directive?.headers } });
 }
+
+registerFake("gemini", [{ method: "POST", path: "/v1beta/models/", prefix: true, handler: geminiModels }]);

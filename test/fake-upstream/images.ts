@@ -19,6 +19,7 @@
  *   delay_ms, headers       as openai.ts
  */
 import { jsonResponse, sleep, type Ctx } from "./server.ts";
+import { registerFake } from "./registry.ts";
 import { INVALID_API_KEY_JSON, buildErrorBody, countWords, type FakeDirective } from "./openai.ts";
 import { encodePng } from "../../src/plugins/sandbox/png.ts";
 
@@ -130,3 +131,5 @@ export async function handleImages(ctx: Ctx): Promise<Response> {
   };
   return jsonResponse(200, JSON.stringify(answer), d?.headers);
 }
+
+registerFake("openai-images", [{ method: "POST", path: "/v1/images/generations", handler: handleImages }]);

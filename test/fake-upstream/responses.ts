@@ -17,6 +17,7 @@
  * function_call before it, and reasoning encrypted_content it did not issue for this model.
  */
 import { controlledStream, jsonResponse, sleep, type Ctx } from "./server.ts";
+import { registerFake } from "./registry.ts";
 import {
   INVALID_API_KEY_JSON,
   buildErrorBody,
@@ -331,3 +332,5 @@ export async function handleResponses(ctx: Ctx): Promise<Response> {
   });
   return new Response(stream, { status: 200, headers: sseHeaders });
 }
+
+registerFake("openai-responses", [{ method: "POST", path: "/v1/responses", handler: handleResponses }]);

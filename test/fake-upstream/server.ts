@@ -1,8 +1,9 @@
 /**
  * Fake upstream LLM provider for tests and benchmarks (real HTTP via Bun.serve).
  *
- * Routing, request recording, scenario control (directives, delays, stalls, mid-stream errors) live here;
- * wire-format rendering lives in per-format modules (openai.ts; Anthropic/Gemini to be added alongside).
+ * Request recording and the shared helpers (responses, pacing, stalls, mid-stream errors) live here. The routes
+ * come from the vendors' fake modules, which register themselves (registry.ts): every test/fake-upstream/*.ts
+ * and test/plugins/providers/<vendor>/fake.ts is loaded at start, so a new vendor's fake edits nothing here.
  *
  * Library use:
  *   const fake = await startFakeUpstream();          // random port, recording on
@@ -18,23 +19,9 @@
  *   status + error, delay_ms, chunk_delay_ms, tool_calls[{name,arguments}], no_usage, usage_null, hang_after_chunks,
  *   stream_error_after_chunks, drop_after_chunks, finish_reason, headers.
  */
-import {
-  INVALID_API_KEY_JSON,
-  MODELS_LIST_JSON,
-  FAKE_MODELS,
-  buildChatCompletion,
-  buildErrorBody,
-  buildModelObject,
-  buildReplySpec,
-  buildStreamErrorEvent,
-  buildStreamEvents,
-  parseDirective,
-  type FakeDirective,
-} from "./openai.ts";
-import { handleResponses } from "./responses.ts";
-import { handleImages } from "./images.ts";
-import { geminiModels } from "./gemini.ts";
-import { handleAnthropicMessages } from "./anthropic.ts";
+import { buildErrorBody, buildStreamErrorEvent, type FakeDirective } from "./openai.ts";
+import { join } from "node:path";
+import { fakeRouteFor } from "./registry.ts";
 
 export interface RecordedRequest {
   method: string;
@@ -81,12 +68,10 @@ export interface Ctx {
   signal: AbortSignal;
 }
 
-type Handler = (ctx: Ctx) => Response | Promise<Response>;
-
 let reqCounter = 0;
 const REQ_PREFIX = Math.random().toString(36).slice(2, 10);
 
-function baseHeaders(contentType: string, extra?: Record<string, string>): Record<string, string> {
+export function baseHeaders(contentType: string, extra?: Record<string, string>): Record<string, string> {
   const h: Record<string, string> = {
     "content-type": contentType,
     "x-request-id": `req_${REQ_PREFIX}${(++reqCounter).toString(36)}`,
@@ -97,8 +82,8 @@ function baseHeaders(contentType: string, extra?: Record<string, string>): Recor
   return h;
 }
 
-const JSON_CT = "application/json";
-const SSE_CT = "text/event-stream; charset=utf-8";
+export const JSON_CT = "application/json";
+export const SSE_CT = "text/event-stream; charset=utf-8";
 
 export function jsonResponse(status: number, body: string, extraHeaders?: Record<string, string>): Response {
   return new Response(body, { status, headers: baseHeaders(JSON_CT, extraHeaders) });
@@ -207,124 +192,34 @@ export function controlledStream(events: string[], ctl: StreamControl): Readable
 }
 
 // ---------------------------------------------------------------------------------------------
-// OpenAI Chat Completions
+// Routing: the vendors' fakes register their routes (registry.ts); this file names none of them
 // ---------------------------------------------------------------------------------------------
 
-function hasBearer(req: Request): boolean {
-  const a = req.headers.get("authorization");
-  if (!a || a.length <= 7) return false;
-  if (!(a.startsWith("Bearer ") || a.startsWith("bearer "))) return false;
-  return a.slice(7).trim().length > 0;
-}
-
-function openaiError(status: number, err: FakeDirective["error"], extraHeaders?: Record<string, string>): Response {
+export function openaiError(status: number, err: FakeDirective["error"], extraHeaders?: Record<string, string>): Response {
   return jsonResponse(status, JSON.stringify(buildErrorBody(status, err)), extraHeaders);
 }
 
-async function chatCompletions(ctx: Ctx): Promise<Response> {
-  if (!hasBearer(ctx.req)) return jsonResponse(401, INVALID_API_KEY_JSON);
-  if (ctx.jsonError || !ctx.body || typeof ctx.body !== "object") {
-    return openaiError(400, {
-      message:
-        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)",
-    });
-  }
-  const body = ctx.body;
-  if (typeof body.model !== "string" || body.model === "") {
-    return openaiError(400, { message: "you must provide a model parameter", code: null });
-  }
-  if (!Array.isArray(body.messages)) {
-    return openaiError(400, { message: "Missing required parameter: 'messages'.", param: "messages", code: "missing_required_parameter" });
-  }
+let fakesLoaded: Promise<void> | undefined;
 
-  // Directive: cheap substring check on the raw body before any parsing work.
-  let d: FakeDirective | null = null;
-  if (ctx.rawBody.includes("[[fake")) {
-    try {
-      d = parseDirective(body);
-    } catch (e) {
-      return openaiError(400, { message: `fake upstream: ${(e as Error).message}`, code: "fake_directive_error" });
+/**
+ * Loads every vendor's fake module once: test/fake-upstream/*.ts (not tests, not this file or the registry) and
+ * test/plugins/providers/<vendor>/fake.ts. Each registers its routes when it is evaluated.
+ */
+export function loadFakes(): Promise<void> {
+  fakesLoaded ??= (async () => {
+    const here = import.meta.dir;
+    const modules: string[] = [];
+    for (const file of new Bun.Glob("*.ts").scanSync({ cwd: here })) {
+      if (file.endsWith(".test.ts") || file === "server.ts" || file === "registry.ts" || file.endsWith(".d.ts")) continue;
+      modules.push(join(here, file));
     }
-  }
-
-  const stream = body.stream === true;
-  const includeUsage = stream && body.stream_options?.include_usage === true;
-  const created = Math.floor(Date.now() / 1000);
-
-  if (d === null) {
-    // Hot path: no directive.
-    const spec = buildReplySpec(body, null, created);
-    if (!stream) return jsonResponse(200, JSON.stringify(buildChatCompletion(spec)));
-    return new Response(buildStreamEvents(spec, includeUsage).join(""), { status: 200, headers: baseHeaders(SSE_CT) });
-  }
-
-  const extraHeaders = d.headers;
-  if (d.delay_ms) await sleep(d.delay_ms, ctx.signal);
-
-  const status = d.status ?? 0;
-  if (status >= 400 || (d.error !== undefined && d.stream_error_after_chunks === undefined)) {
-    return openaiError(status >= 400 ? status : 500, d.error, extraHeaders);
-  }
-
-  const spec = buildReplySpec(body, d, created);
-
-  if (!stream) {
-    if (d.hang_after_chunks !== undefined) {
-      // Headers go out, the body never arrives.
-      return new Response(controlledStream([""], { hangAfter: 0, signal: ctx.signal }), {
-        status: 200,
-        headers: baseHeaders(JSON_CT, extraHeaders),
-      });
-    }
-    return jsonResponse(200, JSON.stringify(buildChatCompletion(spec)), extraHeaders);
-  }
-
-  const events = buildStreamEvents(spec, includeUsage);
-  const controlled = d.chunk_delay_ms || d.hang_after_chunks !== undefined || d.stream_error_after_chunks !== undefined || d.drop_after_chunks !== undefined;
-  if (!controlled) return new Response(events.join(""), { status: 200, headers: baseHeaders(SSE_CT, extraHeaders) });
-  const bodyStream = controlledStream(events, {
-    chunkDelayMs: d.chunk_delay_ms,
-    hangAfter: d.hang_after_chunks,
-    errorAfter: d.hang_after_chunks === undefined ? d.stream_error_after_chunks : undefined,
-    dropAfter: d.drop_after_chunks,
-    errorEvent: buildStreamErrorEvent(d.error),
-    signal: ctx.signal,
-  });
-  return new Response(bodyStream, { status: 200, headers: baseHeaders(SSE_CT, extraHeaders) });
+    const testRoot = join(here, "..");
+    for (const file of new Bun.Glob("plugins/providers/*/fake.ts").scanSync({ cwd: testRoot })) modules.push(join(testRoot, file));
+    modules.sort();
+    for (const module of modules) await import(module);
+  })();
+  return fakesLoaded;
 }
-
-function listModels(ctx: Ctx): Response {
-  if (!hasBearer(ctx.req)) return jsonResponse(401, INVALID_API_KEY_JSON);
-  return jsonResponse(200, MODELS_LIST_JSON);
-}
-
-function retrieveModel(ctx: Ctx): Response {
-  if (!hasBearer(ctx.req)) return jsonResponse(401, INVALID_API_KEY_JSON);
-  const id = decodeURIComponent(ctx.path.slice("/v1/models/".length).split("?")[0]!);
-  if (!FAKE_MODELS.includes(id)) {
-    return openaiError(404, { message: `The model '${id}' does not exist`, code: "model_not_found" });
-  }
-  return jsonResponse(200, JSON.stringify(buildModelObject(id)));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Routing
-// ---------------------------------------------------------------------------------------------
-
-/** Exact routes, keyed by "METHOD /path" (path without query string). */
-const ROUTES = new Map<string, Handler>([
-  ["POST /v1/chat/completions", chatCompletions],
-  ["POST /v1/responses", handleResponses],
-  ["POST /v1/images/generations", handleImages],
-  ["POST /v1/messages", handleAnthropicMessages],
-  ["GET /v1/models", listModels],
-]);
-
-/** Prefix routes, checked in order after exact routes miss. */
-const PREFIX_ROUTES: { method: string; prefix: string; handler: Handler }[] = [
-  { method: "GET", prefix: "/v1/models/", handler: retrieveModel },
-  { method: "POST", prefix: "/v1beta/models/", handler: geminiModels },
-];
 
 function notFound(method: string, path: string): Response {
   return openaiError(404, { message: `Invalid URL (${method} ${path})`, type: "invalid_request_error", code: null });
@@ -337,6 +232,7 @@ function pathOf(url: string): string {
 }
 
 export async function startFakeUpstream(options: StartOptions = {}): Promise<FakeUpstream> {
+  await loadFakes();
   const record = options.record ?? true;
   const requests: RecordedRequest[] = [];
 
@@ -370,15 +266,7 @@ export async function startFakeUpstream(options: StartOptions = {}): Promise<Fak
       }
 
       const ctx: Ctx = { req, path: fullPath, rawBody, body, jsonError, signal: req.signal };
-      let handler = ROUTES.get(method + " " + path);
-      if (!handler) {
-        for (const r of PREFIX_ROUTES) {
-          if (r.method === method && path.startsWith(r.prefix)) {
-            handler = r.handler;
-            break;
-          }
-        }
-      }
+      const handler = fakeRouteFor(method, path);
       if (!handler) return notFound(method, path);
       try {
         return await handler(ctx);
