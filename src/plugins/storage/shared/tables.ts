@@ -42,7 +42,11 @@ function orElse<T extends Col>(column: T, value: number | boolean): HasDefault<T
   return (column as unknown as { default(value: unknown): HasDefault<T> }).default(value);
 }
 
-/** Every table's columns, built by one dialect's kit. */
+/**
+ * Every table's columns, built by one dialect's kit. Long on purpose: it is a declaration (one entry
+ * per table, one line per column), and one function is what lets a single inference carry the kit's
+ * builder types to every column.
+ */
 export function storageColumns<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col>(
   k: ColumnKit<Text, UniqueText, Money, Ms, Int, Count, Bool, Status, Kind, AccountRef, KeyRef, GenerationRef>,
 ) {
