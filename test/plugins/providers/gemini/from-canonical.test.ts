@@ -2,7 +2,7 @@ import { describe, expect, it } from "bun:test";
 import type { CanonicalChatRequest, CanonicalMessage } from "../../../../src/core/canonical.ts";
 import { gemini, encodeGeminiCallId, GEMINI_FORMAT_NAME } from "../../../../src/plugins/providers/gemini/codec.ts";
 import { InvalidRequestError } from "../../../../src/core/errors.ts";
-import { validateGeminiRequest, issueSignature } from "../../../fake-upstream/gemini.ts";
+import { validateGeminiRequest, issueSignature } from "./fake.ts";
 
 const fromCanonical = gemini.translation!.fromCanonical;
 

@@ -9,7 +9,7 @@ import geminiPlugin from "../../../../src/plugins/providers/gemini/index.ts";
 import { createGeminiProvider, geminiUrl } from "../../../../src/plugins/providers/gemini/provider.ts";
 import { bodyFor, sendVia } from "../../../helpers/provider.ts";
 import { startFakeUpstream, type FakeUpstream } from "../../../fake-upstream/server.ts";
-import { computeGeminiUsage } from "../../../fake-upstream/gemini.ts";
+import { computeGeminiUsage } from "./fake.ts";
 
 let fake: FakeUpstream;
 beforeAll(async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import { geminiParameters, sanitizeGeminiSchema } from "../../../../src/plugins/providers/gemini/tool-schema.ts";
-import { validateGeminiRequest } from "../../../fake-upstream/gemini.ts";
+import { validateGeminiRequest } from "./fake.ts";
 
 /** What the fake (mirroring Gemini's 400s) says of a function declared with these parameters. */
 function geminiAccepts(parameters: unknown): boolean {

@@ -11,9 +11,9 @@
  *
  * Scenario control: `[[fake {json}]]` in the text of the LAST user content (see GeminiFakeDirective).
  */
-import { controlledStream, jsonResponse, sleep, type Ctx } from "./server.ts";
-import { registerFake } from "./registry.ts";
-import { countWords, defaultReplyText, splitTextForStream } from "./openai.ts";
+import { controlledStream, jsonResponse, sleep, type Ctx } from "../../../fake-upstream/server.ts";
+import { registerFake } from "../../../fake-upstream/registry.ts";
+import { countWords, defaultReplyText, splitTextForStream } from "../../../fake-upstream/openai.ts";
 
 type Json = Record<string, any>;
 

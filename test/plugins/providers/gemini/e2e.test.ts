@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import OpenAI from "openai";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
-import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
-import { computeGeminiUsage, IMAGE_TOKENS, signatureModel, type GeminiFakeDirective } from "../fake-upstream/gemini.ts";
-import { openaiChat } from "../../src/formats/openai-chat/index.ts";
-import { loadCatalog } from "../../src/plugins/catalog/catalog.ts";
-import { priceUsage } from "../../src/plugins/metering/cost.ts";
-import { nanoToUsd, usdToNano } from "../../src/core/money.ts";
-import type { Usage } from "../../src/core/canonical.ts";
+import { startTestGateway, type TestGateway } from "../../../helpers/gateway.ts";
+import { startFakeUpstream, type FakeUpstream } from "../../../fake-upstream/server.ts";
+import { computeGeminiUsage, IMAGE_TOKENS, signatureModel, type GeminiFakeDirective } from "./fake.ts";
+import { openaiChat } from "../../../../src/formats/openai-chat/index.ts";
+import { loadCatalog } from "../../../../src/plugins/catalog/catalog.ts";
+import { priceUsage } from "../../../../src/plugins/metering/cost.ts";
+import { nanoToUsd, usdToNano } from "../../../../src/core/money.ts";
+import type { Usage } from "../../../../src/core/canonical.ts";
 
 /**
  * A chat client (official openai SDK) on Gemini models, through the gateway to the fake Gemini API:
