@@ -11,20 +11,21 @@ import type {
 import { fromAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES, unwrapForeignSignature } from "../signature.ts";
 import type { MessagesRequest } from "../request.ts";
+import { arrayOf, isJsonObject, objectOf, stringOf, type JsonObject } from "../../json.ts";
 
 /** A Messages client's body (already validated by decodeRequest) in canonical form, for a non-Anthropic upstream. */
 export function messagesToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
-  const request = body as MessagesRequest & Record<string, any>;
+  const request = body as MessagesRequest;
   const messages: CanonicalMessage[] = [];
   const systemParts: string[] = [];
   const topSystem = systemText(request.system);
   if (topSystem) systemParts.push(topSystem);
-  request.messages.forEach((message, index) => {
-    if (message.role === "system") {
+  request.messages.forEach(({ role, content }, index) => {
+    if (role === "system") {
       // A mid-conversation system message: hoisted after the system prompt, in order, as for Chat.
-      const text = systemText(message.content as MessagesRequest["system"]);
+      const text = systemText(content);
       if (text) systemParts.push(text);
-    } else messages.push(toMessage(message as UserOrAssistant, index, request.model));
+    } else messages.push(toMessage(role, content, index, request.model));
   });
   const canonical: CanonicalChatRequest = {
     model: request.model,
@@ -34,7 +35,7 @@ export function messagesToCanonical(body: Record<string, unknown>): CanonicalCha
   };
   if (systemParts.length > 0) canonical.system = systemParts.join("\n\n");
   if (request.tools?.length) canonical.tools = request.tools.map(toTool);
-  const choice = request.tool_choice as Record<string, any> | undefined;
+  const choice: JsonObject | undefined = request.tool_choice;
   if (choice) {
     canonical.toolChoice = toToolChoice(choice);
     if (choice.disable_parallel_tool_use === true) canonical.parallelToolCalls = false;
@@ -45,42 +46,41 @@ export function messagesToCanonical(body: Record<string, unknown>): CanonicalCha
   if (request.stop_sequences?.length) canonical.stop = [...request.stop_sequences];
   const reasoning = toReasoning(request.thinking, request.output_config);
   if (reasoning) canonical.reasoning = reasoning;
-  const format = (request.output_config as Record<string, any> | undefined)?.format;
-  if (format?.type === "json_schema" && format.schema && typeof format.schema === "object") {
-    canonical.responseFormat = { type: "json_schema", name: typeof format.name === "string" ? format.name : "output", schema: format.schema };
+  const format = objectOf(objectOf(request.output_config).format);
+  if (format.type === "json_schema" && isJsonObject(format.schema)) {
+    canonical.responseFormat = { type: "json_schema", name: stringOf(format.name) ?? "output", schema: format.schema };
   }
-  const user = (request.metadata as Record<string, unknown> | undefined)?.user_id;
+  const user = objectOf(request.metadata).user_id;
   if (typeof user === "string" && user !== "") canonical.user = user;
   return canonical;
 }
 
-type UserOrAssistant = MessagesRequest["messages"][number] & { role: "user" | "assistant" };
+type MessageContent = MessagesRequest["messages"][number]["content"];
 
 /**
  * System text blocks (of the system prompt or of a system message), joined in order
  * (docs/wire-formats.md#roles-and-system-prompt).
  */
-function systemText(system: MessagesRequest["system"]): string | undefined {
+function systemText(system: MessagesRequest["system"] | MessageContent): string | undefined {
   if (system === undefined) return undefined;
   if (typeof system === "string") return system || undefined;
-  const text = system.map((block) => (typeof block?.text === "string" ? block.text : "")).filter((part) => part !== "").join("\n\n");
+  const blocks: readonly JsonObject[] = system;
+  const text = blocks.map((block) => stringOf(block.text) ?? "").filter((part) => part !== "").join("\n\n");
   return text || undefined;
 }
 
-function toMessage(message: UserOrAssistant, index: number, model: string): CanonicalMessage {
-  if (typeof message.content === "string") {
-    return { role: message.role, content: message.content === "" ? [] : [{ type: "text", text: message.content }] };
-  }
-  const content: CanonicalPart[] = [];
-  message.content.forEach((block, blockIndex) => {
-    const part = toPart(block as Record<string, any>, `messages.${index}.content.${blockIndex}`, model);
-    if (part) content.push(part);
+function toMessage(role: "user" | "assistant", content: MessageContent, index: number, model: string): CanonicalMessage {
+  if (typeof content === "string") return { role, content: content === "" ? [] : [{ type: "text", text: content }] };
+  const parts: CanonicalPart[] = [];
+  content.forEach((block, blockIndex) => {
+    const part = toPart(block, `messages.${index}.content.${blockIndex}`, model);
+    if (part) parts.push(part);
   });
-  return { role: message.role, content };
+  return { role, content: parts };
 }
 
 /** One content block; null for blocks with no canonical form that the model can do without. */
-function toPart(block: Record<string, any>, param: string, model: string): CanonicalPart | null {
+function toPart(block: JsonObject, param: string, model: string): CanonicalPart | null {
   switch (block.type) {
     case "text":
       return typeof block.text === "string" && block.text !== "" ? { type: "text", text: block.text } : null;
@@ -93,7 +93,7 @@ function toPart(block: Record<string, any>, param: string, model: string): Canon
         type: "tool_call",
         id: fromAnthropicToolId(String(block.id ?? "")),
         name: String(block.name ?? ""),
-        arguments: JSON.stringify(block.input && typeof block.input === "object" ? block.input : {}),
+        arguments: JSON.stringify(typeof block.input === "object" && block.input !== null ? block.input : {}),
       };
     case "tool_result":
       return {
@@ -113,7 +113,7 @@ function toPart(block: Record<string, any>, param: string, model: string): Canon
 }
 
 /** A thinking block: a gateway envelope names the provider that signed it; any other signature is Anthropic's. */
-function thinkingPart(block: Record<string, any>, model: string): CanonicalPart {
+function thinkingPart(block: JsonObject, model: string): CanonicalPart {
   const text = typeof block.thinking === "string" ? block.thinking : "";
   const signature = typeof block.signature === "string" && block.signature !== "" ? block.signature : undefined;
   if (!signature) return { type: "reasoning", text };
@@ -122,8 +122,8 @@ function thinkingPart(block: Record<string, any>, model: string): CanonicalPart 
   return { type: "reasoning", text, signature, origin: { format: ANTHROPIC_MESSAGES, model } };
 }
 
-function toImage(block: Record<string, any>, param: string): CanonicalImagePart {
-  const source = block.source ?? {};
+function toImage(block: JsonObject, param: string): CanonicalImagePart {
+  const source = objectOf(block.source);
   if (source.type === "base64" && typeof source.data === "string") {
     return { type: "image", source: { kind: "base64", mediaType: String(source.media_type ?? "image/png"), data: source.data } };
   }
@@ -134,8 +134,8 @@ function toImage(block: Record<string, any>, param: string): CanonicalImagePart 
 }
 
 /** Plain-text documents become text; PDFs and files only exist for Anthropic models. */
-function toDocument(block: Record<string, any>, param: string): CanonicalTextPart {
-  const source = block.source ?? {};
+function toDocument(block: JsonObject, param: string): CanonicalTextPart {
+  const source = objectOf(block.source);
   if (source.type === "text" && typeof source.data === "string") {
     const title = typeof block.title === "string" && block.title !== "" ? `${block.title}\n\n` : "";
     return { type: "text", text: title + source.data };
@@ -147,30 +147,31 @@ function toolResultContent(content: unknown, param: string): (CanonicalTextPart 
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
   if (!Array.isArray(content)) return [];
   const parts: (CanonicalTextPart | CanonicalImagePart)[] = [];
-  content.forEach((block: Record<string, any>, index) => {
-    if (block?.type === "text" && typeof block.text === "string" && block.text !== "") parts.push({ type: "text", text: block.text });
-    else if (block?.type === "image") parts.push(toImage(block, `${param}.content.${index}`));
-    else if (block?.type === "document") parts.push(toDocument(block, `${param}.content.${index}`));
-    else if (block?.type === "search_result" && Array.isArray(block.content)) {
-      const text = block.content.map((inner: any) => (typeof inner?.text === "string" ? inner.text : "")).join("\n");
+  content.forEach((item: unknown, index) => {
+    const block = objectOf(item);
+    if (block.type === "text" && typeof block.text === "string" && block.text !== "") parts.push({ type: "text", text: block.text });
+    else if (block.type === "image") parts.push(toImage(block, `${param}.content.${index}`));
+    else if (block.type === "document") parts.push(toDocument(block, `${param}.content.${index}`));
+    else if (block.type === "search_result" && Array.isArray(block.content)) {
+      const text = arrayOf(block.content).map((inner) => stringOf(objectOf(inner).text) ?? "").join("\n");
       if (text) parts.push({ type: "text", text });
     }
   });
   return parts;
 }
 
-function toTool(tool: Record<string, any>, index: number): CanonicalTool {
+function toTool(tool: NonNullable<MessagesRequest["tools"]>[number] & JsonObject, index: number): CanonicalTool {
   if (typeof tool.type === "string" && tool.type !== "custom" && tool.input_schema === undefined) {
     throw new InvalidRequestError(`tools.${index}: the server tool "${tool.type}" is only available on Anthropic models`, { param: `tools.${index}` });
   }
-  const parameters = tool.input_schema && typeof tool.input_schema === "object" ? tool.input_schema : { type: "object", properties: {} };
+  const parameters: JsonObject = isJsonObject(tool.input_schema) ? tool.input_schema : { type: "object", properties: {} };
   const canonical: CanonicalTool = { name: tool.name, parameters };
   if (typeof tool.description === "string") canonical.description = tool.description;
   if (tool.strict === true) canonical.strict = true;
   return canonical;
 }
 
-function toToolChoice(choice: Record<string, any>): CanonicalToolChoice {
+function toToolChoice(choice: JsonObject): CanonicalToolChoice {
   switch (choice.type) {
     case "any":
       return { type: "required" };
@@ -187,7 +188,7 @@ function toToolChoice(choice: Record<string, any>): CanonicalToolChoice {
 }
 
 /** thinking {enabled, budget_tokens} -> a budget; adaptive thinking or output_config.effort -> an effort. */
-function toReasoning(thinking: Record<string, any> | undefined, outputConfig: Record<string, any> | undefined): CanonicalChatRequest["reasoning"] {
+function toReasoning(thinking: JsonObject | undefined, outputConfig: JsonObject | undefined): CanonicalChatRequest["reasoning"] {
   const effort = typeof outputConfig?.effort === "string" ? outputConfig.effort : undefined;
   if (thinking?.type === "disabled") return undefined;
   if (thinking?.type === "enabled" && typeof thinking.budget_tokens === "number") {

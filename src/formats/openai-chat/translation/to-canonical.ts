@@ -11,15 +11,18 @@ import type {
 import { argumentsText } from "./tool-calls.ts";
 import { customToolParameters, wrapCustomInput } from "./custom-tools.ts";
 import { chatMessageText, parseImageUrl } from "./content.ts";
+import type { ChatCompletionRequest } from "../request.ts";
+import { isJsonObject, objectOf, stringOf, type JsonObject } from "../../json.ts";
 
-type Json = Record<string, any>;
+/** A validated chat-completions body: the checked fields typed, every other field read with a guard. */
+type ChatBody = ChatCompletionRequest & JsonObject;
 
 /**
  * A chat-completions client body in canonical form (docs/wire-formats.md#roles-and-system-prompt). Throws
  * InvalidRequestError naming the field.
  */
 export function chatToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
-  const request = body as Json;
+  const request = body as ChatBody;
   const model = String(request.model ?? "");
   const { system, messages } = readMessages(request.messages, model);
   const canonical: CanonicalChatRequest = { model, messages, stream: request.stream === true };
@@ -50,9 +53,10 @@ function readMessages(list: unknown, model: string): { system: string[]; message
   const legacy = { lastCallId: "", count: 0 };
   /** The user turn that holds tool results, while tool messages (and the user text after them) keep coming. */
   let toolTurn: CanonicalMessage | undefined;
-  list.forEach((message: Json, index) => {
+  list.forEach((item: unknown, index) => {
     const where = `messages.${index}`;
-    switch (message?.role) {
+    const message = objectOf(item);
+    switch (message.role) {
       case "system":
       case "developer": {
         const text = chatMessageText(message.content, `${where}.content`);
@@ -79,7 +83,7 @@ function readMessages(list: unknown, model: string): { system: string[]; message
         return;
       }
       default:
-        throw new InvalidRequestError(`invalid request: '${where}.role' is not a chat role (got ${JSON.stringify(message?.role)})`, {
+        throw new InvalidRequestError(`invalid request: '${where}.role' is not a chat role (got ${JSON.stringify(message.role)})`, {
           param: `${where}.role`,
         });
     }
@@ -92,16 +96,17 @@ function readUserContent(content: unknown, where: string): (CanonicalTextPart | 
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
   if (!Array.isArray(content)) throw new InvalidRequestError(`invalid request: '${where}' must be a string or an array of parts`, { param: where });
   const parts: (CanonicalTextPart | CanonicalImagePart)[] = [];
-  content.forEach((part: Json, index) => {
+  content.forEach((item: unknown, index) => {
     const at = `${where}.${index}`;
-    if (part?.type === "text") {
+    const part = objectOf(item);
+    if (part.type === "text") {
       if (typeof part.text === "string" && part.text !== "") parts.push({ type: "text", text: part.text });
-    } else if (part?.type === "image_url") {
-      const url = typeof part.image_url === "string" ? part.image_url : part.image_url?.url;
+    } else if (part.type === "image_url") {
+      const url = typeof part.image_url === "string" ? part.image_url : objectOf(part.image_url).url;
       parts.push({ type: "image", source: parseImageUrl(url, `${at}.image_url.url`) });
     } else {
       throw new InvalidRequestError(
-        `invalid request: '${at}.type' ${JSON.stringify(part?.type)} cannot be translated for this model's upstream (text and image_url parts can)`,
+        `invalid request: '${at}.type' ${JSON.stringify(part.type)} cannot be translated for this model's upstream (text and image_url parts can)`,
         { param: `${at}.type` },
       );
     }
@@ -109,7 +114,7 @@ function readUserContent(content: unknown, where: string): (CanonicalTextPart | 
   return parts;
 }
 
-function readAssistant(message: Json, where: string, model: string, legacy: { lastCallId: string; count: number }): CanonicalPart[] {
+function readAssistant(message: JsonObject, where: string, model: string, legacy: { lastCallId: string; count: number }): CanonicalPart[] {
   const parts: CanonicalPart[] = [];
   const reasoning = typeof message.reasoning_content === "string" ? message.reasoning_content : message.reasoning;
   if (typeof reasoning === "string" && reasoning !== "") {
@@ -118,27 +123,29 @@ function readAssistant(message: Json, where: string, model: string, legacy: { la
   const text = chatMessageText(message.content, `${where}.content`);
   if (text !== "") parts.push({ type: "text", text });
   if (Array.isArray(message.tool_calls)) {
-    message.tool_calls.forEach((call: Json, index: number) => parts.push(readToolCall(call, `${where}.tool_calls.${index}`)));
+    message.tool_calls.forEach((call: unknown, index: number) => parts.push(readToolCall(objectOf(call), `${where}.tool_calls.${index}`)));
   }
-  if (message.function_call && typeof message.function_call === "object") {
+  if (typeof message.function_call === "object" && message.function_call !== null) {
     legacy.lastCallId = `call_legacy_${legacy.count++}`;
-    const call = message.function_call as Json;
+    const call = objectOf(message.function_call);
     parts.push({ type: "tool_call", id: legacy.lastCallId, name: String(call.name ?? ""), arguments: argumentsText(call.arguments) });
   }
   return parts;
 }
 
-function readToolCall(call: Json, where: string): CanonicalPart {
-  if (typeof call?.id !== "string" || call.id === "") {
+function readToolCall(call: JsonObject, where: string): CanonicalPart {
+  if (typeof call.id !== "string" || call.id === "") {
     throw new InvalidRequestError(`invalid request: '${where}.id' is required`, { param: `${where}.id` });
   }
   if (call.type === "custom") {
-    return { type: "tool_call", id: call.id, name: String(call.custom?.name ?? ""), arguments: wrapCustomInput(call.custom?.input) };
+    const custom = objectOf(call.custom);
+    return { type: "tool_call", id: call.id, name: String(custom.name ?? ""), arguments: wrapCustomInput(custom.input) };
   }
-  return { type: "tool_call", id: call.id, name: String(call.function?.name ?? ""), arguments: argumentsText(call.function?.arguments) };
+  const fn = objectOf(call.function);
+  return { type: "tool_call", id: call.id, name: String(fn.name ?? ""), arguments: argumentsText(fn.arguments) };
 }
 
-function readToolResult(message: Json, where: string, legacy: { lastCallId: string }): CanonicalPart {
+function readToolResult(message: JsonObject, where: string, legacy: { lastCallId: string }): CanonicalPart {
   const toolCallId = message.role === "function" ? legacy.lastCallId : message.tool_call_id;
   if (typeof toolCallId !== "string" || toolCallId === "") {
     throw new InvalidRequestError(`invalid request: '${where}.tool_call_id' is required on tool messages`, { param: `${where}.tool_call_id` });
@@ -149,22 +156,23 @@ function readToolResult(message: Json, where: string, legacy: { lastCallId: stri
 
 function readTools(tools: unknown): CanonicalTool[] | undefined {
   if (!Array.isArray(tools) || tools.length === 0) return undefined;
-  return tools.map((tool: Json, index): CanonicalTool => {
-    if (tool?.type === "function") {
-      const fn = tool.function ?? {};
-      return withOptional({ name: String(fn.name ?? ""), parameters: fn.parameters ?? { type: "object", properties: {} } }, fn);
+  return tools.map((item: unknown, index): CanonicalTool => {
+    const tool = objectOf(item);
+    if (tool.type === "function") {
+      const fn = objectOf(tool.function);
+      return withOptional({ name: String(fn.name ?? ""), parameters: isJsonObject(fn.parameters) ? fn.parameters : { type: "object", properties: {} } }, fn);
     }
-    if (tool?.type === "custom") {
-      const custom = tool.custom ?? {};
+    if (tool.type === "custom") {
+      const custom = objectOf(tool.custom);
       return withOptional({ name: String(custom.name ?? ""), parameters: customToolParameters() }, { description: custom.description });
     }
-    throw new InvalidRequestError(`invalid request: 'tools.${index}.type' ${JSON.stringify(tool?.type)} is not supported (function and custom are)`, {
+    throw new InvalidRequestError(`invalid request: 'tools.${index}.type' ${JSON.stringify(tool.type)} is not supported (function and custom are)`, {
       param: `tools.${index}.type`,
     });
   });
 }
 
-function withOptional(tool: CanonicalTool, source: Json): CanonicalTool {
+function withOptional(tool: CanonicalTool, source: JsonObject): CanonicalTool {
   if (typeof source.description === "string") tool.description = source.description;
   if (typeof source.strict === "boolean") tool.strict = source.strict;
   return tool;
@@ -173,11 +181,11 @@ function withOptional(tool: CanonicalTool, source: Json): CanonicalTool {
 function readToolChoice(choice: unknown): CanonicalToolChoice | undefined {
   if (choice === undefined || choice === null) return undefined;
   if (choice === "auto" || choice === "none" || choice === "required") return { type: choice };
-  const value = choice as Json;
-  if (value.type === "function" && typeof value.function?.name === "string") return { type: "tool", name: value.function.name };
-  if (value.type === "custom" && typeof value.custom?.name === "string") return { type: "tool", name: value.custom.name };
+  const value = objectOf(choice);
+  const named = value.type === "function" ? objectOf(value.function).name : value.type === "custom" ? objectOf(value.custom).name : undefined;
+  if (typeof named === "string") return { type: "tool", name: named };
   // allowed_tools cannot narrow the tool list in canonical form: keep its mode.
-  if (value.type === "allowed_tools") return { type: value.allowed_tools?.mode === "required" ? "required" : "auto" };
+  if (value.type === "allowed_tools") return { type: objectOf(value.allowed_tools).mode === "required" ? "required" : "auto" };
   throw new InvalidRequestError(`invalid request: 'tool_choice' ${JSON.stringify(choice).slice(0, 60)} is not supported`, { param: "tool_choice" });
 }
 
@@ -191,14 +199,14 @@ function readStop(stop: unknown): string[] | undefined {
 }
 
 function readResponseFormat(format: unknown): CanonicalChatRequest["responseFormat"] {
-  const value = format as Json | undefined;
-  if (value?.type === "json_object") return { type: "json_object" };
-  if (value?.type === "json_schema") {
-    const spec = (value.json_schema ?? {}) as Json;
+  const value = objectOf(format);
+  if (value.type === "json_object") return { type: "json_object" };
+  if (value.type === "json_schema") {
+    const spec = objectOf(value.json_schema);
     const result: CanonicalChatRequest["responseFormat"] = {
       type: "json_schema",
-      name: typeof spec.name === "string" ? spec.name : "response",
-      schema: spec.schema ?? {},
+      name: stringOf(spec.name) ?? "response",
+      schema: isJsonObject(spec.schema) ? spec.schema : {},
     };
     if (typeof spec.strict === "boolean") result.strict = spec.strict;
     return result;
