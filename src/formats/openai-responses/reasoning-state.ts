@@ -1,4 +1,5 @@
 import type { CanonicalPart } from "../../core/canonical.ts";
+import { arrayOf, objectOf, stringOf } from "../json.ts";
 
 type ReasoningPart = Extract<CanonicalPart, { type: "reasoning" }>;
 
@@ -57,14 +58,17 @@ export function reasoningPartFromItem(item: Record<string, unknown>, model: stri
 
 /** The reasoning text of an item: its raw reasoning content when present, else its summaries, in order. */
 export function reasoningText(item: Record<string, unknown>): string {
-  const content = Array.isArray(item.content) ? item.content : [];
-  const raw = content.map((part: any) => (typeof part?.text === "string" ? part.text : "")).join("");
+  const raw = arrayOf(item.content).map(partText).join("");
   if (raw !== "") return raw;
-  const summary = Array.isArray(item.summary) ? item.summary : [];
-  return summary
-    .map((part: any) => (typeof part?.text === "string" ? part.text : ""))
-    .filter((text: string) => text !== "")
+  return arrayOf(item.summary)
+    .map(partText)
+    .filter((text) => text !== "")
     .join("\n\n");
+}
+
+/** The `text` of a content or summary part; "" for any other value. */
+function partText(part: unknown): string {
+  return stringOf(objectOf(part).text) ?? "";
 }
 
 function readCarried(encoded: string): CarriedState | undefined {

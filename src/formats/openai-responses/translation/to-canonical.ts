@@ -2,8 +2,8 @@ import { InvalidRequestError } from "../../../core/errors.ts";
 import type { CanonicalChatRequest, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
 import { reasoningPartFromItem } from "../reasoning-state.ts";
 import { canonicalToolName, toolChoiceToCanonical, toolsToCanonical, wrapCustomInput } from "../tools.ts";
-
-type Json = Record<string, any>;
+import type { ResponsesRequest } from "../request.ts";
+import { arrayOf, isJsonObject, objectOf, stringOf, type JsonObject } from "../../json.ts";
 
 const DATA_URL = /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/s;
 
@@ -14,12 +14,12 @@ const DATA_URL = /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/s;
  * user message of tool results. Encrypted reasoning keeps its origin, so only its issuer gets it back.
  */
 export function responsesToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
-  const request = body as Json;
+  const request = body as ResponsesRequest & JsonObject;
   const model = String(request.model);
   const system: string[] = [];
   if (typeof request.instructions === "string" && request.instructions !== "") system.push(request.instructions);
   const messages: CanonicalMessage[] = [];
-  const items: Json[] = typeof request.input === "string" ? [{ role: "user", content: request.input }] : request.input;
+  const items: readonly JsonObject[] = typeof request.input === "string" ? [{ role: "user", content: request.input }] : request.input;
   items.forEach((item, index) => readItem(item, `input.${index}`, model, system, messages));
 
   const canonical: CanonicalChatRequest = { model, messages, stream: request.stream === true };
@@ -34,23 +34,25 @@ export function responsesToCanonical(body: Record<string, unknown>): CanonicalCh
   if (typeof request.max_output_tokens === "number") canonical.maxOutputTokens = request.max_output_tokens;
   if (typeof request.temperature === "number") canonical.temperature = request.temperature;
   if (typeof request.top_p === "number") canonical.topP = request.top_p;
-  const format = request.text?.format;
-  if (format?.type === "json_object") canonical.responseFormat = { type: "json_object" };
-  else if (format?.type === "json_schema") {
+  const format = objectOf(request.text?.format);
+  if (format.type === "json_object") canonical.responseFormat = { type: "json_object" };
+  else if (format.type === "json_schema") {
     canonical.responseFormat = {
       type: "json_schema",
-      name: typeof format.name === "string" ? format.name : "output",
-      schema: format.schema && typeof format.schema === "object" ? format.schema : {},
+      name: stringOf(format.name) ?? "output",
+      schema: isJsonObject(format.schema) ? format.schema : {},
       ...(typeof format.strict === "boolean" ? { strict: format.strict } : {}),
     };
   }
-  if (typeof request.reasoning?.effort === "string") canonical.reasoning = { effort: request.reasoning.effort };
+  const effort = request.reasoning?.effort;
+  if (typeof effort === "string") canonical.reasoning = { effort };
   const user = request.safety_identifier ?? request.user;
   if (typeof user === "string" && user !== "") canonical.user = user;
   return canonical;
 }
 
-function readItem(item: Json, where: string, model: string, system: string[], messages: CanonicalMessage[]): void {
+/** One input item, its fields checked per type by decodeResponsesRequest (ITEM_SCHEMAS in request.ts). */
+function readItem(item: JsonObject, where: string, model: string, system: string[], messages: CanonicalMessage[]): void {
   const type = item.type ?? "message";
   switch (type) {
     case "message":
@@ -71,19 +73,27 @@ function readItem(item: Json, where: string, model: string, system: string[], me
       return;
     }
     case "function_call":
+    case "function_call": {
+      const args = checked(item.arguments);
       assistant(messages).push({
         type: "tool_call",
-        id: item.call_id,
-        name: canonicalToolName(item.name, item.namespace),
-        arguments: item.arguments.trim() === "" ? "{}" : item.arguments,
+        id: checked(item.call_id),
+        name: canonicalToolName(checked(item.name), item.namespace),
+        arguments: args.trim() === "" ? "{}" : args,
       });
       return;
+    }
     case "custom_tool_call":
-      assistant(messages).push({ type: "tool_call", id: item.call_id, name: canonicalToolName(item.name, item.namespace), arguments: wrapCustomInput(item.input) });
+      assistant(messages).push({
+        type: "tool_call",
+        id: checked(item.call_id),
+        name: canonicalToolName(checked(item.name), item.namespace),
+        arguments: wrapCustomInput(item.input),
+      });
       return;
     case "function_call_output":
     case "custom_tool_call_output":
-      toolResults(messages).push({ type: "tool_result", toolCallId: item.call_id, content: outputContent(item.output, `${where}.output`) });
+      toolResults(messages).push({ type: "tool_result", toolCallId: checked(item.call_id), content: outputContent(item.output, `${where}.output`) });
       return;
     case "additional_tools":
       return; // its tools are read with the top-level ones (toolsToCanonical)
@@ -97,6 +107,11 @@ function readItem(item: Json, where: string, model: string, system: string[], me
         { param: `${where}.type` },
       );
   }
+}
+
+/** A string field of an item that decodeResponsesRequest checked ("" for a caller that skipped the decode). */
+function checked(value: unknown): string {
+  return stringOf(value) ?? "";
 }
 
 /** The assistant message the next assistant-side item joins (a new one unless the last message is one). */
@@ -120,8 +135,9 @@ function toolResults(messages: CanonicalMessage[]): CanonicalPart[] {
 /** Text of a system, developer or assistant message: a string, or its text parts joined. */
 function messageText(content: unknown, where: string): string {
   if (typeof content === "string") return content;
-  return (content as Json[])
-    .map((part, index) => {
+  return arrayOf(content)
+    .map((item, index) => {
+      const part = objectOf(item);
       if (typeof part.text === "string" && (part.type === "input_text" || part.type === "output_text" || part.type === "text")) return part.text;
       if (part.type === "refusal" && typeof part.refusal === "string") return part.refusal;
       throw unsupportedPart(part.type, `${where}.${index}`);
@@ -131,7 +147,8 @@ function messageText(content: unknown, where: string): string {
 
 function userContent(content: unknown, where: string): (CanonicalTextPart | CanonicalImagePart)[] {
   if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }];
-  return (content as Json[]).flatMap((part, index): (CanonicalTextPart | CanonicalImagePart)[] => {
+  return arrayOf(content).flatMap((item, index): (CanonicalTextPart | CanonicalImagePart)[] => {
+    const part = objectOf(item);
     if (typeof part.text === "string" && (part.type === "input_text" || part.type === "output_text" || part.type === "text")) {
       return part.text === "" ? [] : [{ type: "text", text: part.text }];
     }
@@ -146,18 +163,19 @@ function outputContent(output: unknown, where: string): (CanonicalTextPart | Can
   return userContent(output, where);
 }
 
-function image(part: Json, where: string): CanonicalImagePart {
+function image(part: JsonObject, where: string): CanonicalImagePart {
   const url = part.image_url;
   if (typeof url !== "string" || url === "") {
     throw new InvalidRequestError(`invalid request: '${where}' needs an image_url (uploaded file ids are not supported by this gateway)`, {
       param: `${where}.image_url`,
     });
   }
-  const match = url.startsWith("data:") ? DATA_URL.exec(url) : null;
-  if (url.startsWith("data:") && !match) {
+  if (!url.startsWith("data:")) return { type: "image", source: { kind: "url", url } };
+  const [, mediaType, data] = DATA_URL.exec(url) ?? [];
+  if (mediaType === undefined || data === undefined) {
     throw new InvalidRequestError(`invalid request: '${where}.image_url' is a data URL without base64 data`, { param: `${where}.image_url` });
   }
-  return { type: "image", source: match ? { kind: "base64", mediaType: match[1]!, data: match[2]! } : { kind: "url", url } };
+  return { type: "image", source: { kind: "base64", mediaType, data } };
 }
 
 function unsupportedPart(type: unknown, where: string): InvalidRequestError {
