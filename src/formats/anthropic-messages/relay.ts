@@ -8,7 +8,7 @@ import { redact } from "../../core/secrets.ts";
 import { isWrappedSignature } from "./signature.ts";
 import { createMessagesStreamDecoder, frameType } from "./stream-decoder.ts";
 import { readMessagesUsage } from "./usage.ts";
-import { isJsonObject } from "../json.ts";
+import { isJsonObject, objectOf, type JsonObject } from "../json.ts";
 import { thinkingWouldBeRejected } from "./translation/history.ts";
 
 /**
@@ -21,7 +21,7 @@ export function relayMessagesRequestBody(ctx: GatewayContext, upstreamModel: str
   if (messages !== ctx.body.messages) {
     body.messages = messages;
     // History from another model mid tool loop: Anthropic would refuse thinking without a leading thinking block.
-    if (thinkingWouldBeRejected(messages as never[])) delete body.thinking;
+    if (Array.isArray(messages) && thinkingWouldBeRejected(messages)) delete body.thinking;
   }
   return body;
 }
@@ -29,18 +29,27 @@ export function relayMessagesRequestBody(ctx: GatewayContext, upstreamModel: str
 /** The messages without gateway-wrapped thinking blocks (the same array when there are none). */
 export function withoutForeignThinking(messages: unknown): unknown {
   if (!Array.isArray(messages)) return messages;
-  const foreign = (block: any) => (block?.type === "thinking" || block?.type === "redacted_thinking") && isWrappedSignature(block.signature);
-  if (!messages.some((message) => message?.role === "assistant" && Array.isArray(message.content) && message.content.some(foreign))) return messages;
+  const list: readonly unknown[] = messages;
+  const foreign = (block: unknown) => {
+    const { type, signature } = objectOf(block);
+    return (type === "thinking" || type === "redacted_thinking") && isWrappedSignature(signature);
+  };
+  if (!list.some((message) => isAssistantTurn(message) && message.content.some(foreign))) return messages;
   const kept: unknown[] = [];
-  for (const message of messages) {
-    if (message?.role !== "assistant" || !Array.isArray(message.content)) {
+  for (const message of list) {
+    if (!isAssistantTurn(message)) {
       kept.push(message);
       continue;
     }
-    const content = message.content.filter((block: unknown) => !foreign(block));
+    const content = message.content.filter((block) => !foreign(block));
     if (content.length > 0) kept.push({ ...message, content });
   }
   return kept;
+}
+
+/** An assistant message with an array of content blocks. */
+function isAssistantTurn(message: unknown): message is JsonObject & { content: unknown[] } {
+  return isJsonObject(message) && message.role === "assistant" && Array.isArray(message.content);
 }
 
 /** Usage and id of a non-streaming Anthropic answer. */

@@ -1,6 +1,7 @@
 import type { CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
 import { toAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES } from "../signature.ts";
+import { objectOf } from "../../json.ts";
 
 /** One Anthropic content block (shape checked by Anthropic, not here). */
 export type Block = Record<string, unknown> & { type: string };
@@ -84,7 +85,8 @@ export function parseArguments(text: string): Record<string, unknown> {
  */
 export function repairHistory(messages: AnthropicMessage[]): AnthropicMessage[] {
   for (let index = 0; index < messages.length; index++) {
-    const message = messages[index]!;
+    const message = messages[index];
+    if (!message) continue;
     if (message.role === "user") {
       const previous = messages[index - 1];
       const calls = new Set(previous?.role === "assistant" ? toolUseIds(previous) : []);
@@ -113,7 +115,7 @@ function toolUseIds(message: AnthropicMessage): string[] {
 
 function orphanAsText(block: Block): Block {
   const content = block.content;
-  const text = typeof content === "string" ? content : Array.isArray(content) ? content.map((inner: any) => (inner?.type === "text" ? inner.text : "[image]")).join("\n") : "";
+  const text = typeof content === "string" ? content : Array.isArray(content) ? content.map((inner: unknown) => (objectOf(inner).type === "text" ? objectOf(inner).text : "[image]")).join("\n") : "";
   return { type: "text", text: `Result of tool call ${block.tool_use_id}${block.is_error ? " (error)" : ""}: ${text || "(empty)"}` };
 }
 
@@ -121,11 +123,11 @@ function orphanAsText(block: Block): Block {
  * With thinking on, the assistant turn that a tool result answers must start with a thinking block.
  * History from another model has none (foreign thinking is dropped): such a request must go without thinking.
  */
-export function thinkingWouldBeRejected(messages: readonly { role?: unknown; content?: unknown }[]): boolean {
-  const last = messages.at(-1);
-  if (last?.role !== "user" || !Array.isArray(last.content) || !last.content.some((block: any) => block?.type === "tool_result")) return false;
-  const previous = messages.at(-2);
-  if (previous?.role !== "assistant") return false;
-  const first = Array.isArray(previous.content) ? previous.content[0]?.type : "text";
+export function thinkingWouldBeRejected(messages: readonly unknown[]): boolean {
+  const last = objectOf(messages.at(-1));
+  if (last.role !== "user" || !Array.isArray(last.content) || !last.content.some((block: unknown) => objectOf(block).type === "tool_result")) return false;
+  const previous = objectOf(messages.at(-2));
+  if (previous.role !== "assistant") return false;
+  const first = Array.isArray(previous.content) ? objectOf(previous.content[0]).type : "text";
   return first !== "thinking" && first !== "redacted_thinking";
 }
