@@ -4,8 +4,10 @@
  * schemas use (types, required properties, enums, const, $ref, allOf/anyOf/oneOf, nested objects and arrays,
  * lengths, bounds, string formats, simple patterns); optional properties are left out. Pure.
  */
+import { arrayOf, objectOf, type JsonObject } from "../../formats/json.ts";
 
-type Schema = Record<string, any>;
+/** A JSON Schema object: every keyword read with a guard (schemas come from clients). */
+type Schema = JsonObject;
 
 /** Deeper than this, a (recursive) schema gets the simplest value of its type. */
 const MAX_DEPTH = 12;
@@ -80,9 +82,8 @@ class Generator {
 
   /** Follows local `$ref`s (#/$defs/..., #/definitions/...); `true`, `{}` and unknown refs read as any value. */
   private resolve(input: unknown, seen = 0): Schema | undefined {
-    if (input === true || input === undefined || input === null) return undefined;
-    if (typeof input !== "object" || Array.isArray(input)) return undefined;
-    const schema = input as Schema;
+    if (!isObject(input)) return undefined;
+    const schema = input;
     if (typeof schema.$ref !== "string" || seen > 16) return schema;
     const target = pointer(this.root, schema.$ref);
     const { $ref: _ref, ...rest } = schema;
@@ -95,15 +96,15 @@ class Generator {
   private merge(schema: Schema): Schema {
     const { allOf, ...own } = schema;
     let merged: Schema = {};
-    for (const part of [...(allOf as unknown[]), own]) {
+    for (const part of [...arrayOf(allOf), own]) {
       const resolved = this.resolve(part);
       if (!resolved) continue;
       const flat = Array.isArray(resolved.allOf) ? this.merge(resolved) : resolved;
       merged = {
         ...merged,
         ...flat,
-        properties: { ...merged.properties, ...flat.properties },
-        required: [...new Set([...(merged.required ?? []), ...(Array.isArray(flat.required) ? flat.required : [])])],
+        properties: { ...objectOf(merged.properties), ...objectOf(flat.properties) },
+        required: [...new Set([...arrayOf(merged.required), ...arrayOf(flat.required)])],
       };
     }
     return merged;
@@ -202,11 +203,15 @@ function extra(additional: unknown): unknown {
 /** A JSON pointer into the root schema (`#/$defs/x`), or undefined. */
 function pointer(root: unknown, ref: string): unknown {
   if (!ref.startsWith("#")) return undefined;
-  let node: any = root;
+  let node: unknown = root;
   for (const raw of ref.slice(1).split("/").slice(1)) {
     const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
-    if (node === null || typeof node !== "object" || !(key in node)) return undefined;
-    node = node[key];
+    if (Array.isArray(node)) {
+      const items: unknown[] = node;
+      if (!(key in items)) return undefined;
+      node = items[Number(key)];
+    } else if (isObject(node) && key in node) node = node[key];
+    else return undefined;
   }
   return node;
 }
@@ -292,6 +297,6 @@ function classExample(body: string): string {
   return body[0] ?? "a";
 }
 
-function isObject(value: unknown): value is Record<string, any> {
+function isObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -5,6 +5,7 @@
  */
 import { isCustomToolParameters } from "../../formats/openai-responses/tools.ts";
 import { exampleFor } from "./json-example.ts";
+import { numberOf, objectOf, type JsonObject } from "../../formats/json.ts";
 
 /** A tool of an OpenAI chat request. */
 export interface ChatTool {
@@ -23,14 +24,13 @@ export const SANDBOX_MARKER = "sandbox-tool-42";
 const SHELL_NAMES = new Set(["bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command", "run_terminal_cmd", "execute_command", "run_command", "terminal"]);
 const COMMAND_FIELDS = ["command", "cmd"];
 
-type Json = Record<string, any>;
 type NamedTool = ChatTool & { function: { name: string; description?: string; parameters?: unknown } };
 
 /** The call the sandbox makes, or null when tool_choice says none or names a tool that is not offered. */
 export function sandboxToolCall(tools: ChatTool[] | undefined, choice: unknown): { name: string; arguments: string } | null {
   const offered = (tools ?? []).filter((tool): tool is NamedTool => tool.type === "function" && typeof tool.function?.name === "string");
   if (offered.length === 0 || choice === "none") return null;
-  const named = (choice as Json)?.function?.name;
+  const named = objectOf(objectOf(choice).function).name;
   const candidates = typeof named === "string" ? offered.filter((tool) => tool.function.name === named) : offered;
   const tool = candidates.find(isShell) ?? candidates.find(isCodeModeExec) ?? candidates.find((t) => !isCustomToolParameters(t.function.parameters)) ?? candidates[0];
   if (!tool) return null;
@@ -48,9 +48,9 @@ function baseName(name: string): string {
   return (cut < 0 ? name : name.slice(cut + 2)).toLowerCase();
 }
 
-function properties(tool: NamedTool): Json {
-  const schema = tool.function.parameters as Json | undefined;
-  return schema && typeof schema.properties === "object" && schema.properties !== null ? schema.properties : {};
+/** The tool's parameter schemas by property name. */
+function properties(tool: NamedTool): JsonObject {
+  return objectOf(objectOf(tool.function.parameters).properties);
 }
 
 function isShell(tool: NamedTool): boolean {
@@ -63,21 +63,22 @@ function isCodeModeExec(tool: NamedTool): boolean {
 }
 
 /** The schema's example with the command field set to SANDBOX_COMMAND (an argv array when the field is one). */
-function shellArguments(tool: NamedTool): Json {
+function shellArguments(tool: NamedTool): JsonObject {
   const props = properties(tool);
-  const args = { ...(exampleFor(tool.function.parameters) as Json) };
+  const args = { ...objectOf(exampleFor(tool.function.parameters)) };
   for (const field of COMMAND_FIELDS) {
     if (!(field in props)) continue;
     args[field] = isArrayField(props[field]) ? ["bash", "-lc", SANDBOX_COMMAND] : SANDBOX_COMMAND;
     break;
   }
   const note = "Print the sandbox marker";
-  if (props.description?.type === "string" && !(props.description.maxLength < note.length)) args.description = note;
+  const description = objectOf(props.description);
+  if (description.type === "string" && (numberOf(description.maxLength) ?? Infinity) >= note.length) args.description = note;
   return args;
 }
 
 function isArrayField(schema: unknown): boolean {
-  const type = (schema as Json | undefined)?.type;
+  const type = objectOf(schema).type;
   return type === "array" || (Array.isArray(type) && type.includes("array") && !type.includes("string"));
 }
 
