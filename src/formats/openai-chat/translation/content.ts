@@ -27,9 +27,11 @@ export function chatMessageText(content: unknown, where: string): string {
 export function parseImageUrl(url: unknown, where: string): ImageSource {
   if (typeof url !== "string" || url === "") throw new InvalidRequestError(`invalid request: '${where}' is required`, { param: where });
   if (url.startsWith("data:")) {
-    const match = DATA_URL.exec(url);
-    if (!match) throw new InvalidRequestError(`invalid request: '${where}' is a data URL without base64 data`, { param: where });
-    return { kind: "base64", mediaType: match[1]!, data: match[2]! };
+    const [, mediaType, data] = DATA_URL.exec(url) ?? [];
+    if (mediaType === undefined || data === undefined) {
+      throw new InvalidRequestError(`invalid request: '${where}' is a data URL without base64 data`, { param: where });
+    }
+    return { kind: "base64", mediaType, data };
   }
   return { kind: "url", url };
 }

@@ -91,8 +91,8 @@ function pushUser(message: CanonicalMessage, out: Json[]): void {
     else if (part.type === "image") userParts.push(imagePart(part));
   }
   if (userParts.length === 0) return;
-  const onlyText = userParts.length === 1 && userParts[0]!.type === "text";
-  out.push({ role: "user", content: onlyText ? userParts[0]!.text : userParts });
+  const [only] = userParts;
+  out.push({ role: "user", content: userParts.length === 1 && only?.type === "text" ? only.text : userParts });
 }
 
 function toolResultText(part: ToolResultPart): string {

@@ -139,14 +139,14 @@ function responseObject(text: string, isError: boolean): Json {
 function imagePart(part: CanonicalImagePart): Json {
   const source = part.source;
   if (source.kind === "base64") return { inlineData: { mimeType: source.mediaType, data: source.data } };
-  const data = DATA_URL.exec(source.url);
-  if (data) return { inlineData: { mimeType: data[1]!, data: data[2]! } };
+  const [, mediaType, data] = DATA_URL.exec(source.url) ?? [];
+  if (mediaType !== undefined && data !== undefined) return { inlineData: { mimeType: mediaType, data } };
   const mimeType = imageTypeOf(source.url);
   return { fileData: mimeType ? { mimeType, fileUri: source.url } : { fileUri: source.url } };
 }
 
 function imageTypeOf(url: string): string | undefined {
-  const path = url.split(/[?#]/)[0]!;
+  const path = url.split(/[?#]/)[0] ?? url;
   const extension = path.slice(path.lastIndexOf(".") + 1).toLowerCase();
   return IMAGE_TYPES[extension];
 }

@@ -66,7 +66,8 @@ function sanitize(input: Schema, walk: Walk): Schema {
       if (Object.keys(sanitized).length > 0) alternatives.push(sanitized);
     }
   }
-  if (alternatives.length === 1 && type === undefined) return mergeInto(out, alternatives[0]!);
+  const [only] = alternatives;
+  if (alternatives.length === 1 && only && type === undefined) return mergeInto(out, only);
   if (alternatives.length > 0) {
     out.anyOf = alternatives;
     return out;
@@ -172,7 +173,8 @@ function readItems(node: Schema, walk: Walk): Schema {
   const tuple = Array.isArray(node.prefixItems) ? node.prefixItems : Array.isArray(node.items) ? node.items : undefined;
   if (tuple) {
     const branches = tuple.filter(isObject).map((item: Schema) => sanitize(item, walk));
-    if (branches.length === 1) return branches[0]!;
+    const [only] = branches;
+    if (branches.length === 1 && only) return only;
     if (branches.length > 1) return { anyOf: branches };
   } else if (isObject(node.items)) {
     const items = sanitize(node.items, walk);
