@@ -55,7 +55,7 @@ function isAssistantTurn(message: unknown): message is JsonObject & { content: u
 /** Usage and id of a non-streaming Anthropic answer. */
 export function readMessagesResponse(body: Record<string, unknown>): { usage?: Usage; id?: string } {
   // No id: a Messages id is not a lookup key (spec); the request id header is.
-  return { usage: readMessagesUsage(body.usage as never) };
+  return { usage: readMessagesUsage(body.usage) };
 }
 
 /** The client's body: the model the client asked for; undefined when the upstream text can go as is. */

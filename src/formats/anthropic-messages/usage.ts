@@ -1,4 +1,5 @@
 import { usableCounts, type Usage } from "../../core/canonical.ts";
+import { isJsonObject, objectOf } from "../json.ts";
 
 /**
  * Anthropic's usage object (docs/wire-formats.md#anthropic-messages): `input_tokens` EXCLUDES cache reads and writes.
@@ -20,8 +21,8 @@ function count(value: unknown): number {
  * (docs/wire-formats.md#usage). Undefined when the upstream reported none usable (absent, null, no count, a count
  * negative or absurd).
  */
-export function readMessagesUsage(usage: MessagesUsage | null | undefined): Usage | undefined {
-  if (!usage || typeof usage !== "object") return undefined;
+export function readMessagesUsage(usage: unknown): Usage | undefined {
+  if (!isJsonObject(usage)) return undefined;
   if (!usableCounts(usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens)) return undefined;
   const cacheRead = count(usage.cache_read_input_tokens);
   const cacheWrite = count(usage.cache_creation_input_tokens);
@@ -30,7 +31,7 @@ export function readMessagesUsage(usage: MessagesUsage | null | undefined): Usag
     cacheReadTokens: cacheRead,
     cacheWriteTokens: cacheWrite,
     outputTokens: count(usage.output_tokens),
-    reasoningTokens: count(usage.output_tokens_details?.thinking_tokens),
+    reasoningTokens: count(objectOf(usage.output_tokens_details).thinking_tokens),
   };
 }
 

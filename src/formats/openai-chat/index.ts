@@ -13,7 +13,7 @@ export const openaiChat: StreamingWireFormat = {
   relayRequestBody: relayChatRequestBody,
   readResponse(body) {
     // No id: the client gets the request id in its place (relayChatResponse).
-    return { usage: readChatUsage(body.usage as never) };
+    return { usage: readChatUsage(body.usage) };
   },
   relayResponse: relayChatResponse,
   createStreamRelay: createChatStreamRelay,

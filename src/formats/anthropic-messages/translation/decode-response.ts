@@ -40,6 +40,6 @@ export function decodeMessagesResponse(body: Record<string, unknown>): Canonical
     model,
     content,
     finishReason: finishFromStopReason(body.stop_reason, sawTool),
-    usage: readMessagesUsage(body.usage as never),
+    usage: readMessagesUsage(body.usage),
   };
 }
