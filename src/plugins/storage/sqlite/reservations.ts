@@ -51,182 +51,252 @@ function asRefusalOrBusy(error: unknown): GatewayError {
     : new UnavailableError("the store is briefly unavailable; retry in a few seconds", { headers: { "retry-after": "2" }, cause: error });
 }
 
-export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
-  const inProcess = mode === "process";
-  /** This process's live holds, and the part of them whose requests are settled but not yet written. */
-  const mine = new Map<string, { accountId: string; keyId: string; amount: number; settled: boolean }>();
-  const settledByAccount = new Map<string, number>();
-  const settledByKey = new Map<string, number>();
-  /** Process mode: the holds themselves, per account and key (the table has none of them). */
-  const heldByAccount = new Map<string, number>();
-  const heldByKey = new Map<string, number>();
-  const add = (map: Map<string, number>, id: string, amount: number) => {
-    const next = (map.get(id) ?? 0) + amount;
-    if (next === 0) map.delete(id);
-    else map.set(id, next);
+/** The statements of the reservations, prepared once. */
+function prepareStatements(client: Database) {
+  return {
+    accountAvailable: client.prepare<{ available: number }, [string, string]>(
+      `select a.total_credits_nano - a.total_debits_nano
+              - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
+         from accounts a where a.id = ?`,
+    ),
+    keyAvailable: client.prepare<{ available: number | null }, [string, string]>(
+      `select k.limit_nano - k.usage_nano
+              - coalesce((select sum(r.amount_nano) from reservations r where r.key_id = ?), 0) as available
+         from api_keys k where k.id = ?`,
+    ),
+    windowSpend: client.prepare<{ spent: number; oldest: number | null }, [string, number]>(
+      `select coalesce(sum(cost_nano), 0) as spent, min(bucket_start) as oldest from spend_buckets where account_id = ? and bucket_start >= ?`,
+    ),
+    accountReserved: client.prepare<{ reserved: number }, [string]>(
+      `select coalesce(sum(amount_nano), 0) as reserved from reservations where account_id = ?`,
+    ),
+    // By id: a second reservation of a request extends its hold (Repository.reserve).
+    insert: client.prepare(
+      `insert into reservations (id, account_id, key_id, amount_nano, instance_id, created_at) values (?, ?, ?, ?, ?, ?)
+         on conflict (id) do update set amount_nano = reservations.amount_nano + excluded.amount_nano`,
+    ),
+    remove: client.prepare(`delete from reservations where id = ?`),
+    heartbeat: client.prepare(
+      `insert into gateway_instances (id, heartbeat_at) values (?, ?) on conflict (id) do update set heartbeat_at = excluded.heartbeat_at`,
+    ),
+    releaseStale: client.prepare(
+      `delete from reservations where instance_id not in (select id from gateway_instances where heartbeat_at >= ?)`,
+    ),
+    forgetStale: client.prepare(`delete from gateway_instances where heartbeat_at < ?`),
+    releaseInstance: client.prepare(`delete from reservations where instance_id = ?`),
+    forgetInstance: client.prepare(`delete from gateway_instances where id = ?`),
   };
-  function unsettle(id: string): void {
-    const hold = mine.get(id);
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+function add(map: Map<string, number>, id: string, amount: number): void {
+  const next = (map.get(id) ?? 0) + amount;
+  if (next === 0) map.delete(id);
+  else map.set(id, next);
+}
+
+/** This process's live holds, and the part of them whose requests are settled but not yet written. */
+class HoldBook {
+  private readonly mine = new Map<string, { accountId: string; keyId: string; amount: number; settled: boolean }>();
+  readonly settledByAccount = new Map<string, number>();
+  private readonly settledByKey = new Map<string, number>();
+  /** Process mode: the holds themselves, per account and key (the table has none of them). */
+  readonly heldByAccount = new Map<string, number>();
+  private readonly heldByKey = new Map<string, number>();
+
+  constructor(
+    readonly pending: PendingSettlements,
+    readonly inProcess: boolean,
+  ) {}
+
+  /** Funds as this process sees them: the stored figure, settled holds swapped for their queued debits. */
+  accountShift(accountId: string): number {
+    return (this.settledByAccount.get(accountId) ?? 0) - this.pending.accountDebits(accountId) - (this.heldByAccount.get(accountId) ?? 0);
+  }
+  keyShift(keyId: string): number {
+    return (this.settledByKey.get(keyId) ?? 0) - this.pending.keySpend(keyId) - (this.heldByKey.get(keyId) ?? 0);
+  }
+
+  /** A hold granted (written to the table first in shared mode), or an existing one extended. */
+  took(input: ReservationInput, amount: number): void {
+    if (this.inProcess) {
+      add(this.heldByAccount, input.accountId, amount);
+      add(this.heldByKey, input.keyId, amount);
+    }
+    const hold = this.mine.get(input.id);
+    if (hold) {
+      // An extension (metering asks before it settles the request; counted as settled if it already was).
+      hold.amount += amount;
+      if (hold.settled) {
+        add(this.settledByAccount, hold.accountId, amount);
+        add(this.settledByKey, hold.keyId, amount);
+      }
+    } else this.mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
+  }
+
+  markSettled(id: string): void {
+    const hold = this.mine.get(id);
+    if (!hold || hold.settled) return;
+    hold.settled = true;
+    add(this.settledByAccount, hold.accountId, hold.amount);
+    add(this.settledByKey, hold.keyId, hold.amount);
+  }
+
+  unsettle(id: string): void {
+    const hold = this.mine.get(id);
     if (!hold) return;
-    mine.delete(id);
-    if (inProcess) {
-      add(heldByAccount, hold.accountId, -hold.amount);
-      add(heldByKey, hold.keyId, -hold.amount);
+    this.mine.delete(id);
+    if (this.inProcess) {
+      add(this.heldByAccount, hold.accountId, -hold.amount);
+      add(this.heldByKey, hold.keyId, -hold.amount);
     }
     if (hold.settled) {
-      add(settledByAccount, hold.accountId, -hold.amount);
-      add(settledByKey, hold.keyId, -hold.amount);
+      add(this.settledByAccount, hold.accountId, -hold.amount);
+      add(this.settledByKey, hold.keyId, -hold.amount);
     }
   }
-  /** Funds as this process sees them: the stored figure, settled holds swapped for their queued debits. */
-  const accountShift = (accountId: string) =>
-    (settledByAccount.get(accountId) ?? 0) - pending.accountDebits(accountId) - (heldByAccount.get(accountId) ?? 0);
-  const keyShift = (keyId: string) => (settledByKey.get(keyId) ?? 0) - pending.keySpend(keyId) - (heldByKey.get(keyId) ?? 0);
-  const accountAvailable = client.prepare<{ available: number }, [string, string]>(
-    `select a.total_credits_nano - a.total_debits_nano
-            - coalesce((select sum(r.amount_nano) from reservations r where r.account_id = ?), 0) as available
-       from accounts a where a.id = ?`,
-  );
-  const keyAvailable = client.prepare<{ available: number | null }, [string, string]>(
-    `select k.limit_nano - k.usage_nano
-            - coalesce((select sum(r.amount_nano) from reservations r where r.key_id = ?), 0) as available
-       from api_keys k where k.id = ?`,
-  );
-  const windowSpend = client.prepare<{ spent: number; oldest: number | null }, [string, number]>(
-    `select coalesce(sum(cost_nano), 0) as spent, min(bucket_start) as oldest from spend_buckets where account_id = ? and bucket_start >= ?`,
-  );
-  const accountReserved = client.prepare<{ reserved: number }, [string]>(
-    `select coalesce(sum(amount_nano), 0) as reserved from reservations where account_id = ?`,
-  );
-  // By id: a second reservation of a request extends its hold (Repository.reserve).
-  const insert = client.prepare(
-    `insert into reservations (id, account_id, key_id, amount_nano, instance_id, created_at) values (?, ?, ?, ?, ?, ?)
-       on conflict (id) do update set amount_nano = reservations.amount_nano + excluded.amount_nano`,
-  );
-  const remove = client.prepare(`delete from reservations where id = ?`);
-  const heartbeat = client.prepare(
-    `insert into gateway_instances (id, heartbeat_at) values (?, ?) on conflict (id) do update set heartbeat_at = excluded.heartbeat_at`,
-  );
-  const releaseStale = client.prepare(
-    `delete from reservations where instance_id not in (select id from gateway_instances where heartbeat_at >= ?)`,
-  );
-  const forgetStale = client.prepare(`delete from gateway_instances where heartbeat_at < ?`);
-  const releaseInstance = client.prepare(`delete from reservations where instance_id = ?`);
-  const forgetInstance = client.prepare(`delete from gateway_instances where id = ?`);
+}
 
-  /**
-   * Stored figures read once per account / key / window, then kept: for one batch in shared mode (kept
-   * current as the batch inserts holds; inside the IMMEDIATE transaction nothing else changes them), or
-   * until this process writes to the store in process mode (`fundsForProcess`).
-   */
-  class StoredFunds {
-    private readonly accounts = new Map<string, number>();
-    private readonly keys = new Map<string, number>();
-    private readonly reserved = new Map<string, number>();
-    private readonly spent = new Map<string, { spent: number; oldest: number | null }>();
+/**
+ * Stored figures read once per account / key / window, then kept: for one batch in shared mode (kept
+ * current as the batch inserts holds; inside the IMMEDIATE transaction nothing else changes them), or
+ * until this process writes to the store in process mode (`ProcessFunds`).
+ */
+class StoredFunds {
+  private readonly accounts = new Map<string, number>();
+  private readonly keys = new Map<string, number>();
+  private readonly reserved = new Map<string, number>();
+  private readonly spent = new Map<string, { spent: number; oldest: number | null }>();
 
-    account(accountId: string): number {
-      const stored = readOnce(this.accounts, accountId, () => accountAvailable.get(accountId, accountId)?.available ?? 0);
-      return stored + accountShift(accountId);
-    }
-    key(keyId: string): number {
-      return readOnce(this.keys, keyId, () => keyAvailable.get(keyId, keyId)?.available ?? 0) + keyShift(keyId);
-    }
-    reservedBy(accountId: string): number {
-      const stored = readOnce(this.reserved, accountId, () => accountReserved.get(accountId)?.reserved ?? 0);
-      return stored + (heldByAccount.get(accountId) ?? 0);
-    }
-    spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
-      return readOnce(this.spent, accountId + "\u0000" + bucketStart, () => windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null });
-    }
-    /** A hold just inserted in the table: what the stored figures would now say. */
-    held(input: ReservationInput, amount: number): void {
-      const account = this.accounts.get(input.accountId);
-      if (account !== undefined) this.accounts.set(input.accountId, account - amount);
-      const key = this.keys.get(input.keyId);
-      if (key !== undefined) this.keys.set(input.keyId, key - amount);
-      const reserved = this.reserved.get(input.accountId);
-      if (reserved !== undefined) this.reserved.set(input.accountId, reserved + amount);
-    }
+  constructor(
+    private readonly statements: Statements,
+    private readonly holds: HoldBook,
+  ) {}
+
+  account(accountId: string): number {
+    const stored = readOnce(this.accounts, accountId, () => this.statements.accountAvailable.get(accountId, accountId)?.available ?? 0);
+    return stored + this.holds.accountShift(accountId);
   }
+  key(keyId: string): number {
+    return readOnce(this.keys, keyId, () => this.statements.keyAvailable.get(keyId, keyId)?.available ?? 0) + this.holds.keyShift(keyId);
+  }
+  reservedBy(accountId: string): number {
+    const stored = readOnce(this.reserved, accountId, () => this.statements.accountReserved.get(accountId)?.reserved ?? 0);
+    return stored + (this.holds.heldByAccount.get(accountId) ?? 0);
+  }
+  spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
+    return readOnce(this.spent, accountId + "\u0000" + bucketStart, () => this.statements.windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null });
+  }
+  /** A hold just inserted in the table: what the stored figures would now say. */
+  held(input: ReservationInput, amount: number): void {
+    const account = this.accounts.get(input.accountId);
+    if (account !== undefined) this.accounts.set(input.accountId, account - amount);
+    const key = this.keys.get(input.keyId);
+    if (key !== undefined) this.keys.set(input.keyId, key - amount);
+    const reserved = this.reserved.get(input.accountId);
+    if (reserved !== undefined) this.reserved.set(input.accountId, reserved + amount);
+  }
+}
 
-  /**
-   * Process mode: the stored figures are read once and kept until this process writes to the store
-   * again (`storedChanged`: a metering commit, a credit, a plan, released holds), or for at most
-   * STORED_FUNDS_TTL_MS, which bounds how long an edit made behind the gateway's back goes unseen.
-   */
-  let processFunds: StoredFunds | null = null;
-  let processFundsUntil = 0;
-  function fundsForProcess(): StoredFunds {
+/**
+ * Process mode: the stored figures are read once and kept until this process writes to the store
+ * again (`storedChanged`: a metering commit, a credit, a plan, released holds), or for at most
+ * STORED_FUNDS_TTL_MS, which bounds how long an edit made behind the gateway's back goes unseen.
+ */
+class ProcessFunds {
+  private funds: StoredFunds | null = null;
+  private until = 0;
+
+  constructor(
+    private readonly statements: Statements,
+    private readonly holds: HoldBook,
+  ) {}
+
+  current(): StoredFunds {
     const now = performance.now();
-    if (processFunds === null || now >= processFundsUntil) {
-      processFunds = new StoredFunds();
-      processFundsUntil = now + STORED_FUNDS_TTL_MS;
+    if (this.funds === null || now >= this.until) {
+      this.funds = new StoredFunds(this.statements, this.holds);
+      this.until = now + STORED_FUNDS_TTL_MS;
     }
-    return processFunds;
+    return this.funds;
   }
 
-  function reserveOne(input: ReservationInput, decide: (funds: Funds) => number, stored: StoredFunds): number {
-    const account = stored.account(input.accountId);
-    const key = input.keyLimited ? stored.key(input.keyId) : null;
-    const windows: Funds["windows"] = {};
-    if (input.windows) {
-      const reserved = stored.reservedBy(input.accountId);
-      for (const [name, start] of Object.entries(input.windows)) {
-        // Whole buckets from the one holding the window's start: never under-counts.
-        const row = stored.spentSince(input.accountId, spendBucketStart(start));
-        // Settled holds are swapped for their queued debits, counted only inside the window.
-        const settled = settledByAccount.get(input.accountId) ?? 0;
-        const queued = pending.accountDebitsSince(input.accountId, spendBucketStart(start));
-        windows[name] = { spent: row.spent + reserved - settled + queued, oldestAt: row.oldest };
-      }
+  stale(): void {
+    this.funds = null;
+  }
+}
+
+/** Decides one request against `stored` and takes its hold (a row in shared mode, memory in process mode). */
+function reserveOne(input: ReservationInput, decide: (funds: Funds) => number, stored: StoredFunds, holds: HoldBook, statements: Statements): number {
+  const account = stored.account(input.accountId);
+  const key = input.keyLimited ? stored.key(input.keyId) : null;
+  const windows: Funds["windows"] = {};
+  if (input.windows) {
+    const reserved = stored.reservedBy(input.accountId);
+    for (const [name, start] of Object.entries(input.windows)) {
+      // Whole buckets from the one holding the window's start: never under-counts.
+      const row = stored.spentSince(input.accountId, spendBucketStart(start));
+      // Settled holds are swapped for their queued debits, counted only inside the window.
+      const settled = holds.settledByAccount.get(input.accountId) ?? 0;
+      const queued = holds.pending.accountDebitsSince(input.accountId, spendBucketStart(start));
+      windows[name] = { spent: row.spent + reserved - settled + queued, oldestAt: row.oldest };
     }
-    const amount = decide({ account, key, windows });
-    if (amount > 0) {
-      if (inProcess) {
-        add(heldByAccount, input.accountId, amount);
-        add(heldByKey, input.keyId, amount);
-      } else {
-        insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
-        stored.held(input, amount);
-      }
-      const hold = mine.get(input.id);
-      if (hold) {
-        // An extension (metering asks before it settles the request; counted as settled if it already was).
-        hold.amount += amount;
-        if (hold.settled) {
-          add(settledByAccount, hold.accountId, amount);
-          add(settledByKey, hold.keyId, amount);
+  }
+  const amount = decide({ account, key, windows });
+  if (amount > 0) {
+    if (!holds.inProcess) {
+      statements.insert.run(input.id, input.accountId, input.keyId, amount, input.instanceId, input.createdAt);
+      stored.held(input, amount);
+    }
+    holds.took(input, amount);
+  }
+  return amount;
+}
+
+/**
+ * Shared mode's group commit of reservations: the requests that arrive in one event-loop turn are
+ * decided in one IMMEDIATE transaction, in arrival order, each seeing the holds of those before it. A
+ * refusal (a GatewayError from `decide`) is that request's answer; any other failure fails the whole batch.
+ */
+class SharedBatches {
+  private readonly queue: PendingReservation[] = [];
+  private scheduled = false;
+  private readonly decideBatch: ReturnType<Database["transaction"]>;
+
+  constructor(
+    client: Database,
+    private readonly statements: Statements,
+    private readonly holds: HoldBook,
+  ) {
+    this.decideBatch = client.transaction((batch: PendingReservation[]) => {
+      const stored = new StoredFunds(statements, holds);
+      for (const item of batch) {
+        try {
+          item.amount = reserveOne(item.input, item.decide, stored, holds, statements);
+        } catch (error) {
+          if (!(error instanceof GatewayError)) throw error;
+          item.refusal = error;
         }
-      } else mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
-    }
-    return amount;
+      }
+    });
   }
 
-  /**
-   * Group commit of reservations: the requests that arrive in one event-loop turn are decided in one
-   * IMMEDIATE transaction, in arrival order, each seeing the holds of those before it. A refusal
-   * (a GatewayError from `decide`) is that request's answer; any other failure fails the whole batch.
-   */
-  const queue: PendingReservation[] = [];
-  let scheduled = false;
-  const decideBatch = client.transaction((batch: PendingReservation[]) => {
-    const stored = new StoredFunds();
-    for (const item of batch) {
-      try {
-        item.amount = reserveOne(item.input, item.decide, stored);
-      } catch (error) {
-        if (!(error instanceof GatewayError)) throw error;
-        item.refusal = error;
+  enqueue(input: ReservationInput, decide: (funds: Funds) => number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ input, decide, resolve, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(this.runBatch);
       }
-    }
-  });
+    });
+  }
 
-  function runBatch(): void {
-    scheduled = false;
-    const batch = queue.splice(0);
+  private readonly runBatch = (): void => {
+    this.scheduled = false;
+    const batch = this.queue.splice(0);
     try {
-      decideBatch.immediate(batch);
+      this.decideBatch.immediate(batch);
     } catch (error) {
       for (const item of batch) item.reject(asRefusalOrBusy(error));
       return;
@@ -235,65 +305,64 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       if (item.refusal) item.reject(item.refusal);
       else item.resolve(item.amount ?? 0);
     }
-  }
+  };
+}
+
+export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
+  const statements = prepareStatements(client);
+  const holds = new HoldBook(pending, mode === "process");
+  const processFunds = new ProcessFunds(statements, holds);
+  const batches = new SharedBatches(client, statements, holds);
 
   return {
     reserve(input: ReservationInput, decide: (funds: Funds) => number): Promise<number> {
       // Process mode: nothing to write, nothing to wait for; decided at once, in call order.
-      if (inProcess) {
+      if (holds.inProcess) {
         try {
-          return Promise.resolve(reserveOne(input, decide, fundsForProcess()));
+          return Promise.resolve(reserveOne(input, decide, processFunds.current(), holds, statements));
         } catch (error) {
           return Promise.reject(asRefusalOrBusy(error));
         }
       }
-      return new Promise((resolve, reject) => {
-        queue.push({ input, decide, resolve, reject });
-        if (!scheduled) {
-          scheduled = true;
-          setImmediate(runBatch);
-        }
-      });
+      return batches.enqueue(input, decide);
     },
     /** What to add to the stored available funds of the account for what only this process knows. */
-    availableShift: accountShift,
+    availableShift(accountId: string): number {
+      return holds.accountShift(accountId);
+    },
     /** This process changed funds in the store (credit, plan): figures read before are stale. */
     storedChanged(): void {
-      processFunds = null;
+      processFunds.stale();
     },
     /** The request settled and its generation is queued: count its debit, not its hold, from now on. */
     markSettled(id: string): void {
-      const hold = mine.get(id);
-      if (!hold || hold.settled) return;
-      hold.settled = true;
-      add(settledByAccount, hold.accountId, hold.amount);
-      add(settledByKey, hold.keyId, hold.amount);
+      holds.markSettled(id);
     },
     /** Generations written (their holds, when rows, went in the same transaction): debits are stored now. */
     forgetWritten(ids: Iterable<string>): void {
-      processFunds = null;
-      for (const id of ids) unsettle(id);
+      processFunds.stale();
+      for (const id of ids) holds.unsettle(id);
     },
     releaseReservation(id: string): void {
-      if (!inProcess) remove.run(id);
-      unsettle(id);
+      if (!holds.inProcess) statements.remove.run(id);
+      holds.unsettle(id);
     },
     heartbeat(instanceId: string, now: number): void {
-      heartbeat.run(instanceId, now);
+      statements.heartbeat.run(instanceId, now);
     },
     releaseStaleReservations(aliveSince: number): number {
-      processFunds = null;
+      processFunds.stale();
       return client.transaction(() => {
-        const released = releaseStale.run(aliveSince).changes;
-        forgetStale.run(aliveSince);
+        const released = statements.releaseStale.run(aliveSince).changes;
+        statements.forgetStale.run(aliveSince);
         return released;
       }).immediate();
     },
     removeInstance(instanceId: string): void {
-      processFunds = null;
+      processFunds.stale();
       client.transaction(() => {
-        releaseInstance.run(instanceId);
-        forgetInstance.run(instanceId);
+        statements.releaseInstance.run(instanceId);
+        statements.forgetInstance.run(instanceId);
       }).immediate();
     },
   };
