@@ -24,20 +24,20 @@ const LOCK_KEYS = `select id from api_keys where id = any($1::text[]) order by i
  * yet; once stored, its hold is gone and its debit is in the totals, in the same commit).
  * Amounts travel as JSON numbers (exact below 2^53 nano-USD, like `Number()` of the int8 text).
  */
+/** Holds per account or key of `ids`, less those of this process's queued generations ($3). */
+const heldPer = (column: "account_id" | "key_id", ids: string) => `coalesce((select json_agg(json_build_array(r.${column}, r.held))
+              from (select ${column}, sum(amount_nano) as held from reservations
+                     where ${column} = any(${ids}::text[]) and id not in (select unnest($3::text[]))
+                     group by ${column}) r), '[]')`;
+
 const FUNDS = `
 select
   coalesce((select json_agg(json_build_array(a.id, a.total_credits_nano - a.total_debits_nano))
               from accounts a where a.id = any($1::text[])), '[]') as accounts,
-  coalesce((select json_agg(json_build_array(r.account_id, r.held))
-              from (select account_id, sum(amount_nano) as held from reservations
-                     where account_id = any($1::text[]) and id not in (select unnest($3::text[]))
-                     group by account_id) r), '[]') as account_holds,
+  ${heldPer("account_id", "$1")} as account_holds,
   coalesce((select json_agg(json_build_array(k.id, k.limit_nano - k.usage_nano))
               from api_keys k where k.id = any($2::text[])), '[]') as keys,
-  coalesce((select json_agg(json_build_array(r.key_id, r.held))
-              from (select key_id, sum(amount_nano) as held from reservations
-                     where key_id = any($2::text[]) and id not in (select unnest($3::text[]))
-                     group by key_id) r), '[]') as key_holds,
+  ${heldPer("key_id", "$2")} as key_holds,
   ${storedIdsSql("$3")} as stored,
   coalesce((select json_agg(json_build_array(s.spent, s.oldest) order by w.ord)
               from unnest($4::text[], $5::bigint[]) with ordinality as w(account_id, start, ord)
@@ -267,6 +267,92 @@ function orphanedHolds(client: SQL) {
   };
 }
 
+/** The accounts, budgeted keys and (account, window bucket) pairs a batch decides on. */
+function batchScope(batch: readonly PendingReservation[]) {
+  const accountIds = new Set<string>();
+  const keyIds = new Set<string>();
+  const windowPairs = new Map<string, readonly [string, number]>();
+  for (const { input } of batch) {
+    accountIds.add(input.accountId);
+    if (input.keyLimited) keyIds.add(input.keyId);
+    for (const start of Object.values(input.windows ?? {})) {
+      const bucket = spendBucketStart(start);
+      windowPairs.set(windowKey(input.accountId, bucket), [input.accountId, bucket]);
+    }
+  }
+  return { accountIds: [...accountIds].sort(), keyIds: [...keyIds].sort(), windowPairs: [...windowPairs.values()] };
+}
+
+/** Each request of the batch in arrival order, seeing the holds of those before it; returns those that hold funds. */
+function decideInOrder(view: FundsView, batch: PendingReservation[]): PendingReservation[] {
+  const holds: PendingReservation[] = [];
+  for (const item of batch) {
+    const { input } = item;
+    item.refusal = undefined;
+    item.amount = 0;
+    try {
+      const funds = view.funds({ accountId: input.accountId, keyId: input.keyLimited ? input.keyId : null, windows: input.windows });
+      item.amount = item.decide({ account: funds.account, key: funds.key, windows: funds.windows });
+    } catch (error) {
+      // A refusal (or a fault of the caller's `decide`) answers this request only.
+      item.refusal = error;
+      continue;
+    }
+    if (item.amount > 0) {
+      view.hold(input.accountId, input.keyId, item.amount);
+      holds.push(item);
+    }
+  }
+  return holds;
+}
+
+/** One batch's transaction: locks, funds read, decisions in memory, the holds and the COMMIT in one round trip. */
+async function decideBatch(client: SQL, pending: PendingGenerations, batch: PendingReservation[]): Promise<void> {
+  const scope = batchScope(batch);
+  await pipelinedTransaction(client, async (tx) => {
+    const read = fundsStatements(tx.sql, pending, scope.accountIds, scope.keyIds, scope.windowPairs);
+    const view = read.finish(await tx.run(read.statements));
+    const holds = decideInOrder(view, batch);
+    await tx.commit(
+      holds.length === 0
+        ? []
+        : [
+            tx.sql.unsafe(INSERT_HOLDS, [
+              holds.map((h) => h.input.id),
+              holds.map((h) => h.input.accountId),
+              holds.map((h) => h.input.keyId),
+              holds.map((h) => h.amount),
+              holds.map((h) => h.input.instanceId),
+              holds.map((h) => h.input.createdAt),
+            ]),
+          ],
+    );
+  });
+}
+
+/** Decides a batch (retried once on a deadlock) and answers each of its requests. */
+async function runBatch(client: SQL, pending: PendingGenerations, orphans: ReturnType<typeof orphanedHolds>, batch: PendingReservation[]): Promise<void> {
+  try {
+    try {
+      await decideBatch(client, pending, batch);
+    } catch (error) {
+      if (!isRetryable(error)) throw error;
+      await decideBatch(client, pending, batch); // once: sorted locks make this all but impossible
+    }
+  } catch (error) {
+    // These requests are refused. When the connection went down around the COMMIT, their holds may
+    // have been stored all the same: they are deleted as soon as the store answers again.
+    // An extension's request keeps its first hold: its debit replaces it (metering-writer).
+    orphans.drop(batch.filter((item) => !item.input.extension).map((item) => item.input.id));
+    for (const item of batch) item.reject(error);
+    return;
+  }
+  for (const item of batch) {
+    if (item.refusal !== undefined) item.reject(item.refusal);
+    else item.resolve(item.amount);
+  }
+}
+
 /**
  * Budget reservations on Postgres, group-committed like the SQLite sibling: the requests that arrive
  * in one event-loop turn are decided in ONE READ COMMITTED transaction. It locks the batch's account
@@ -283,85 +369,12 @@ export function createPostgresReservations(client: SQL, pending: PendingGenerati
   let scheduled = false;
   let inFlight = 0;
 
-  async function decideBatch(batch: PendingReservation[]): Promise<void> {
-    const accountIds = new Set<string>();
-    const keyIds = new Set<string>();
-    const windowPairs = new Map<string, readonly [string, number]>();
-    for (const { input } of batch) {
-      accountIds.add(input.accountId);
-      if (input.keyLimited) keyIds.add(input.keyId);
-      for (const start of Object.values(input.windows ?? {})) {
-        const bucket = spendBucketStart(start);
-        windowPairs.set(windowKey(input.accountId, bucket), [input.accountId, bucket]);
-      }
-    }
-    await pipelinedTransaction(client, async (tx) => {
-      const read = fundsStatements(tx.sql, pending, [...accountIds].sort(), [...keyIds].sort(), [...windowPairs.values()]);
-      const view = read.finish(await tx.run(read.statements));
-      const holds: PendingReservation[] = [];
-      for (const item of batch) {
-        const { input } = item;
-        item.refusal = undefined;
-        item.amount = 0;
-        try {
-          const funds = view.funds({ accountId: input.accountId, keyId: input.keyLimited ? input.keyId : null, windows: input.windows });
-          item.amount = item.decide({ account: funds.account, key: funds.key, windows: funds.windows });
-        } catch (error) {
-          // A refusal (or a fault of the caller's `decide`) answers this request only.
-          item.refusal = error;
-          continue;
-        }
-        if (item.amount > 0) {
-          view.hold(input.accountId, input.keyId, item.amount);
-          holds.push(item);
-        }
-      }
-      // The holds and the COMMIT in one round trip.
-      await tx.commit(
-        holds.length === 0
-          ? []
-          : [
-              tx.sql.unsafe(INSERT_HOLDS, [
-                holds.map((h) => h.input.id),
-                holds.map((h) => h.input.accountId),
-                holds.map((h) => h.input.keyId),
-                holds.map((h) => h.amount),
-                holds.map((h) => h.input.instanceId),
-                holds.map((h) => h.input.createdAt),
-              ]),
-            ],
-      );
-    });
-  }
-
-  async function runBatch(batch: PendingReservation[]): Promise<void> {
-    try {
-      try {
-        await decideBatch(batch);
-      } catch (error) {
-        if (!isRetryable(error)) throw error;
-        await decideBatch(batch); // once: sorted locks make this all but impossible
-      }
-    } catch (error) {
-      // These requests are refused. When the connection went down around the COMMIT, their holds may
-      // have been stored all the same: they are deleted as soon as the store answers again.
-      // An extension's request keeps its first hold: its debit replaces it (metering-writer).
-      orphans.drop(batch.filter((item) => !item.input.extension).map((item) => item.input.id));
-      for (const item of batch) item.reject(error);
-      return;
-    }
-    for (const item of batch) {
-      if (item.refusal !== undefined) item.reject(item.refusal);
-      else item.resolve(item.amount);
-    }
-  }
-
   function pump(): void {
     scheduled = false;
     while (queue.length > 0 && inFlight < MAX_IN_FLIGHT) {
       const batch = queue.splice(0, MAX_BATCH);
       inFlight += 1;
-      void runBatch(batch).finally(() => {
+      void runBatch(client, pending, orphans, batch).finally(() => {
         inFlight -= 1;
         if (queue.length > 0) schedule();
       });
