@@ -82,96 +82,106 @@ function sortedColumns(map: Map<string, number>): [string[], number[]] {
 export function createMeteringWriter(client: SQL) {
   async function write(batch: readonly Generation[]): Promise<void> {
     await pipelinedTransaction(client, async (transaction) => {
-      const tx = transaction.sql;
-      const ids = batch.map((g) => g.id);
-      const [insertedRows] = (await transaction.run([
-        tx.unsafe(STORE_GENERATIONS, [
-          ids,
-          batch.map((g) => g.responseId),
-          batch.map((g) => g.accountId),
-          batch.map((g) => g.keyId),
-          batch.map((g) => g.model),
-          batch.map((g) => g.provider),
-          batch.map((g) => g.ingress),
-          batch.map((g) => g.stream),
-          batch.map((g) => g.status),
-          batch.map((g) => g.errorCode),
-          batch.map((g) => g.createdAt),
-          batch.map((g) => g.latencyMs),
-          batch.map((g) => g.timeToFirstTokenMs),
-          batch.map((g) => g.promptTokens),
-          batch.map((g) => g.completionTokens),
-          batch.map((g) => g.cachedTokens),
-          batch.map((g) => g.cacheWriteTokens),
-          batch.map((g) => g.reasoningTokens),
-          batch.map((g) => g.inputCost),
-          batch.map((g) => g.cacheReadCost),
-          batch.map((g) => g.cacheWriteCost),
-          batch.map((g) => g.outputCost),
-          batch.map((g) => g.totalCost),
-          batch.map((g) => g.unbilledCost ?? 0),
-          batch.map((g) => g.usageEstimated === true),
-        ]),
-      ])) as [{ id: string }[]];
+      const [insertedRows] = (await transaction.run([storeGenerations(transaction.sql, batch)])) as [{ id: string }[]];
       if (insertedRows.length === 0) return;
       const fresh = insertedRows.length === batch.length ? batch : batch.filter((g) => inserted(insertedRows).has(g.id));
-
-      const debited = fresh.filter((g) => g.totalCost > 0);
-      const accountDebits = new Map<string, number>();
-      const keyUsage = new Map<string, number>();
-      const spend = new Map<string, SpendBucket>();
-      for (const g of debited) {
-        sumInto(accountDebits, g.accountId, g.totalCost);
-        sumInto(keyUsage, g.keyId, g.totalCost);
-        addToSpend(spend, g);
-      }
-      const usage = new Map<string, ReturnType<typeof usageBucket>>();
-      for (const g of fresh) {
-        const day = utcDay(g.createdAt);
-        const bucketKey = g.accountId + "\u0000" + g.keyId + "\u0000" + day + "\u0000" + g.model;
-        let bucket = usage.get(bucketKey);
-        if (bucket === undefined) usage.set(bucketKey, (bucket = usageBucket(g.accountId, g.keyId, day, g.model)));
-        addToCounters(bucket, g);
-      }
-
-      // Everything else and the COMMIT in one round trip, the contended rows last: the roll-ups
-      // (sorted), then the account rows (sorted) and the key rows (sorted), so the locks that the
-      // reservations of every gateway wait on are held only while the server runs the tail.
-      const buckets = [...usage.values()];
-      const statements: PromiseLike<unknown>[] = [
-        tx.unsafe(UPSERT_USAGE, [
-          buckets.map((b) => b.accountId),
-          buckets.map((b) => b.keyId),
-          buckets.map((b) => b.day),
-          buckets.map((b) => b.model),
-          buckets.map((b) => b.cost),
-          buckets.map((b) => b.requests),
-          buckets.map((b) => b.successfulRequests),
-          buckets.map((b) => b.failedRequests),
-          buckets.map((b) => b.promptTokens),
-          buckets.map((b) => b.completionTokens),
-          buckets.map((b) => b.cachedTokens),
-          buckets.map((b) => b.cacheWriteTokens),
-        ]),
-      ];
-      if (spend.size > 0) {
-        const spent = [...spend.values()];
-        statements.push(tx.unsafe(UPSERT_SPEND, [spent.map((s) => s.accountId), spent.map((s) => s.bucketStart), spent.map((s) => s.cost)]));
-      }
-      if (debited.length > 0) {
-        const [accountIds, accountAmounts] = sortedColumns(accountDebits);
-        const [keyIds, keyAmounts] = sortedColumns(keyUsage);
-        statements.push(
-          tx.unsafe(LOCK_ACCOUNTS, [accountIds]),
-          tx.unsafe(ADD_ACCOUNT_DEBITS, [accountIds, accountAmounts]),
-          tx.unsafe(LOCK_KEYS, [keyIds]),
-          tx.unsafe(ADD_KEY_USAGE, [keyIds, keyAmounts]),
-        );
-      }
-      await transaction.commit(statements);
+      await transaction.commit(tailStatements(transaction.sql, aggregate(fresh)));
     });
   }
   return { write };
+}
+
+/** The head of the transaction: the batch's reservations go, its generations are inserted (STORE_GENERATIONS). */
+function storeGenerations(tx: SQL, batch: readonly Generation[]): PromiseLike<unknown> {
+  return tx.unsafe(STORE_GENERATIONS, [
+    batch.map((g) => g.id),
+    batch.map((g) => g.responseId),
+    batch.map((g) => g.accountId),
+    batch.map((g) => g.keyId),
+    batch.map((g) => g.model),
+    batch.map((g) => g.provider),
+    batch.map((g) => g.ingress),
+    batch.map((g) => g.stream),
+    batch.map((g) => g.status),
+    batch.map((g) => g.errorCode),
+    batch.map((g) => g.createdAt),
+    batch.map((g) => g.latencyMs),
+    batch.map((g) => g.timeToFirstTokenMs),
+    batch.map((g) => g.promptTokens),
+    batch.map((g) => g.completionTokens),
+    batch.map((g) => g.cachedTokens),
+    batch.map((g) => g.cacheWriteTokens),
+    batch.map((g) => g.reasoningTokens),
+    batch.map((g) => g.inputCost),
+    batch.map((g) => g.cacheReadCost),
+    batch.map((g) => g.cacheWriteCost),
+    batch.map((g) => g.outputCost),
+    batch.map((g) => g.totalCost),
+    batch.map((g) => g.unbilledCost ?? 0),
+    batch.map((g) => g.usageEstimated === true),
+  ]);
+}
+
+/** The newly stored generations summed per account, key, spend bucket and (account, key, day, model). */
+function aggregate(fresh: readonly Generation[]) {
+  const debited = fresh.filter((g) => g.totalCost > 0);
+  const accountDebits = new Map<string, number>();
+  const keyUsage = new Map<string, number>();
+  const spend = new Map<string, SpendBucket>();
+  for (const g of debited) {
+    sumInto(accountDebits, g.accountId, g.totalCost);
+    sumInto(keyUsage, g.keyId, g.totalCost);
+    addToSpend(spend, g);
+  }
+  const usage = new Map<string, ReturnType<typeof usageBucket>>();
+  for (const g of fresh) {
+    const day = utcDay(g.createdAt);
+    const bucketKey = g.accountId + "\u0000" + g.keyId + "\u0000" + day + "\u0000" + g.model;
+    let bucket = usage.get(bucketKey);
+    if (bucket === undefined) usage.set(bucketKey, (bucket = usageBucket(g.accountId, g.keyId, day, g.model)));
+    addToCounters(bucket, g);
+  }
+  return { debited, accountDebits, keyUsage, spend, usage };
+}
+
+/**
+ * Everything else, to go with the COMMIT in one round trip, the contended rows last: the roll-ups
+ * (sorted), then the account rows (sorted) and the key rows (sorted), so the locks that the
+ * reservations of every gateway wait on are held only while the server runs the tail.
+ */
+function tailStatements(tx: SQL, { debited, accountDebits, keyUsage, spend, usage }: ReturnType<typeof aggregate>): PromiseLike<unknown>[] {
+  const buckets = [...usage.values()];
+  const statements: PromiseLike<unknown>[] = [
+    tx.unsafe(UPSERT_USAGE, [
+      buckets.map((b) => b.accountId),
+      buckets.map((b) => b.keyId),
+      buckets.map((b) => b.day),
+      buckets.map((b) => b.model),
+      buckets.map((b) => b.cost),
+      buckets.map((b) => b.requests),
+      buckets.map((b) => b.successfulRequests),
+      buckets.map((b) => b.failedRequests),
+      buckets.map((b) => b.promptTokens),
+      buckets.map((b) => b.completionTokens),
+      buckets.map((b) => b.cachedTokens),
+      buckets.map((b) => b.cacheWriteTokens),
+    ]),
+  ];
+  if (spend.size > 0) {
+    const spent = [...spend.values()];
+    statements.push(tx.unsafe(UPSERT_SPEND, [spent.map((s) => s.accountId), spent.map((s) => s.bucketStart), spent.map((s) => s.cost)]));
+  }
+  if (debited.length > 0) {
+    const [accountIds, accountAmounts] = sortedColumns(accountDebits);
+    const [keyIds, keyAmounts] = sortedColumns(keyUsage);
+    statements.push(
+      tx.unsafe(LOCK_ACCOUNTS, [accountIds]),
+      tx.unsafe(ADD_ACCOUNT_DEBITS, [accountIds, accountAmounts]),
+      tx.unsafe(LOCK_KEYS, [keyIds]),
+      tx.unsafe(ADD_KEY_USAGE, [keyIds, keyAmounts]),
+    );
+  }
+  return statements;
 }
 
 function inserted(rows: readonly { id: string }[]): Set<string> {

@@ -24,38 +24,7 @@ interface UsageBucket extends UsageCounters {
  */
 export function createMeteringWriter(db: SqliteDb, client: Database, options: { holdsInTable: boolean } = { holdsInTable: true }) {
   const compile = (query: Parameters<typeof compileStatement>[1]) => compileStatement(client, query);
-  const insertGeneration = compile(
-    db
-      .insert(generations)
-      .values({
-        id: p("id"),
-        responseId: p("responseId"),
-        accountId: p("accountId"),
-        keyId: p("keyId"),
-        model: p("model"),
-        provider: p("provider"),
-        ingress: p("ingress"),
-        stream: p("stream"), // bun:sqlite binds a boolean as 1 / 0
-        status: p("status"),
-        errorCode: p("errorCode"),
-        createdAt: p("createdAt"),
-        latencyMs: p("latencyMs"),
-        timeToFirstTokenMs: p("timeToFirstTokenMs"),
-        promptTokens: p("promptTokens"),
-        completionTokens: p("completionTokens"),
-        cachedTokens: p("cachedTokens"),
-        cacheWriteTokens: p("cacheWriteTokens"),
-        reasoningTokens: p("reasoningTokens"),
-        inputCost: p("inputCost"),
-        cacheReadCost: p("cacheReadCost"),
-        cacheWriteCost: p("cacheWriteCost"),
-        outputCost: p("outputCost"),
-        totalCost: p("totalCost"),
-        unbilledCost: p("unbilledCost"),
-        usageEstimated: p("usageEstimated"),
-      })
-      .onConflictDoNothing({ target: generations.id }),
-  );
+  const insertGeneration = compileInsertGeneration(db, compile);
 
   const addAccountDebits = compile(
     db
@@ -71,39 +40,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
       .where(eq(apiKeys.id, p("keyId"))),
   );
 
-  const excludedPlus = (column: (typeof usageDaily)["costNano"], name: string) =>
-    sql`${column} + ${sql.raw(`excluded.${name}`)}`;
-  const upsertUsage = compile(
-    db
-      .insert(usageDaily)
-      .values({
-        accountId: p("accountId"),
-        keyId: p("keyId"),
-        day: p("day"),
-        model: p("model"),
-        costNano: p("cost"),
-        requests: p("requests"),
-        successfulRequests: p("successfulRequests"),
-        failedRequests: p("failedRequests"),
-        promptTokens: p("promptTokens"),
-        completionTokens: p("completionTokens"),
-        cachedTokens: p("cachedTokens"),
-        cacheWriteTokens: p("cacheWriteTokens"),
-      })
-      .onConflictDoUpdate({
-        target: [usageDaily.accountId, usageDaily.keyId, usageDaily.day, usageDaily.model],
-        set: {
-          costNano: excludedPlus(usageDaily.costNano, "cost_nano"),
-          requests: excludedPlus(usageDaily.requests, "requests"),
-          successfulRequests: excludedPlus(usageDaily.successfulRequests, "successful_requests"),
-          failedRequests: excludedPlus(usageDaily.failedRequests, "failed_requests"),
-          promptTokens: excludedPlus(usageDaily.promptTokens, "prompt_tokens"),
-          completionTokens: excludedPlus(usageDaily.completionTokens, "completion_tokens"),
-          cachedTokens: excludedPlus(usageDaily.cachedTokens, "cached_tokens"),
-          cacheWriteTokens: excludedPlus(usageDaily.cacheWriteTokens, "cache_write_tokens"),
-        },
-      }),
-  );
+  const upsertUsage = compileUpsertUsage(db, compile);
 
   // The request's budget reservation (when holds are rows) goes in the same transaction as its debit.
   const deleteReservation = client.prepare("delete from reservations where id = ?");
@@ -148,6 +85,81 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
       transaction.immediate(batch);
     },
   };
+}
+
+type Compile = (query: Parameters<typeof compileStatement>[1]) => ReturnType<typeof compileStatement>;
+
+/** A generation's row (its usage debit when it has a cost); an id already stored is skipped. */
+function compileInsertGeneration(db: SqliteDb, compile: Compile) {
+  return compile(
+    db
+      .insert(generations)
+      .values({
+        id: p("id"),
+        responseId: p("responseId"),
+        accountId: p("accountId"),
+        keyId: p("keyId"),
+        model: p("model"),
+        provider: p("provider"),
+        ingress: p("ingress"),
+        stream: p("stream"), // bun:sqlite binds a boolean as 1 / 0
+        status: p("status"),
+        errorCode: p("errorCode"),
+        createdAt: p("createdAt"),
+        latencyMs: p("latencyMs"),
+        timeToFirstTokenMs: p("timeToFirstTokenMs"),
+        promptTokens: p("promptTokens"),
+        completionTokens: p("completionTokens"),
+        cachedTokens: p("cachedTokens"),
+        cacheWriteTokens: p("cacheWriteTokens"),
+        reasoningTokens: p("reasoningTokens"),
+        inputCost: p("inputCost"),
+        cacheReadCost: p("cacheReadCost"),
+        cacheWriteCost: p("cacheWriteCost"),
+        outputCost: p("outputCost"),
+        totalCost: p("totalCost"),
+        unbilledCost: p("unbilledCost"),
+        usageEstimated: p("usageEstimated"),
+      })
+      .onConflictDoNothing({ target: generations.id }),
+  );
+}
+
+/** One (account, key, day, model) roll-up, added to what is stored. */
+function compileUpsertUsage(db: SqliteDb, compile: Compile) {
+  const excludedPlus = (column: (typeof usageDaily)["costNano"], name: string) =>
+    sql`${column} + ${sql.raw(`excluded.${name}`)}`;
+  return compile(
+    db
+      .insert(usageDaily)
+      .values({
+        accountId: p("accountId"),
+        keyId: p("keyId"),
+        day: p("day"),
+        model: p("model"),
+        costNano: p("cost"),
+        requests: p("requests"),
+        successfulRequests: p("successfulRequests"),
+        failedRequests: p("failedRequests"),
+        promptTokens: p("promptTokens"),
+        completionTokens: p("completionTokens"),
+        cachedTokens: p("cachedTokens"),
+        cacheWriteTokens: p("cacheWriteTokens"),
+      })
+      .onConflictDoUpdate({
+        target: [usageDaily.accountId, usageDaily.keyId, usageDaily.day, usageDaily.model],
+        set: {
+          costNano: excludedPlus(usageDaily.costNano, "cost_nano"),
+          requests: excludedPlus(usageDaily.requests, "requests"),
+          successfulRequests: excludedPlus(usageDaily.successfulRequests, "successful_requests"),
+          failedRequests: excludedPlus(usageDaily.failedRequests, "failed_requests"),
+          promptTokens: excludedPlus(usageDaily.promptTokens, "prompt_tokens"),
+          completionTokens: excludedPlus(usageDaily.completionTokens, "completion_tokens"),
+          cachedTokens: excludedPlus(usageDaily.cachedTokens, "cached_tokens"),
+          cacheWriteTokens: excludedPlus(usageDaily.cacheWriteTokens, "cache_write_tokens"),
+        },
+      }),
+  );
 }
 
 /** A generation from a writer that predates `unbilledCost` / `usageEstimated`: their column defaults. */
