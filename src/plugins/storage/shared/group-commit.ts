@@ -41,6 +41,9 @@ function attempt(work: () => Step, done: () => void, failed: (error: unknown) =>
  * keeps the batch and retries with backoff; a row the schema refuses is logged whole and set aside so it
  * cannot block the rows behind it.
  */
+// Long on purpose (issue 26): a closure factory of small named steps (none over ~25 lines) sharing one
+// mutable state (timers, in-flight write, failure count, recorded/settled counts); `onTimer` and
+// `onImmediate` go to the timers as they are, with no `this` to bind on the hot path.
 export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
   let draining = false;
