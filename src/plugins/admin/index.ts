@@ -32,6 +32,7 @@ import {
   listKeysDocs,
   listRequestsDocs,
 } from "../../openapi/admin.ts";
+import type { AccountStore, KeyStore, LedgerStore, MeteringStore, SettingsStore } from "../storage/repository.ts";
 
 /** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
 const MINIMUM_TOP_UP_USD: Partial<Record<string, number>> = { card: 5, usdt: 12 };
@@ -45,7 +46,7 @@ export default definePlugin({
     admin_token: Type.String({ default: "" }),
   }),
   async setup(config, host) {
-    const store = host.service("storage");
+    const store: AccountStore & LedgerStore & KeyStore & MeteringStore & SettingsStore = host.service("storage"); // the slices of the store it uses
     const auth = host.service("auth");
     const catalog = host.has("catalog") ? host.service("catalog") : undefined;
     const tokenHash = await adminTokenHash(config.admin_token, store, host.log);

@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { AuthenticationError, GatewayError, PermissionError, UnavailableError } from "../../core/errors.ts";
-import type { ApiKey } from "../storage/repository.ts";
+import type { ApiKey, KeyStore } from "../storage/repository.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import type { AuthService, Principal } from "./principal.ts";
 import { hashApiKey } from "./keys.ts";
@@ -15,7 +15,7 @@ export default definePlugin({
     cache_ttl_ms: Type.Integer({ minimum: 0, default: 1_000 }),
   }),
   setup(config, host) {
-    const store = host.service("storage");
+    const store: KeyStore = host.service("storage"); // the slices of the store it uses
     const cache = new Map<string, { key: ApiKey; until: number }>();
 
     /** A cached key answers synchronously (the hot path); a miss reads the store. */

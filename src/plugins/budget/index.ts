@@ -5,7 +5,7 @@ import { t } from "elysia";
 import { InvalidRequestError, NotFoundError, UnavailableError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
-import type { Funds, PlanCycle, ReservationInput } from "../storage/repository.ts";
+import type { AccountStore, Funds, InstanceStore, KeyStore, LedgerStore, MeteringStore, PlanCycle, PlanStore, ReservationInput, ReservationStore } from "../storage/repository.ts";
 import { storeCall } from "../storage/http-errors.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
 import { buyPlanDocs, fundsDocs, listPlansDocs } from "../../openapi/admin.ts";
@@ -47,7 +47,7 @@ export default definePlugin({
       // Otherwise a live process that is one beat late looks dead, and its peers free the funds it holds.
       throw new Error(`stale_after_ms (${config.stale_after_ms}) must be at least twice heartbeat_ms (${config.heartbeat_ms})`);
     }
-    const store = host.service("storage");
+    const store: AccountStore & LedgerStore & KeyStore & MeteringStore & ReservationStore & PlanStore & InstanceStore = host.service("storage"); // the slices of the store it uses
     const catalog = host.service("catalog");
     const instanceId = "gw_" + crypto.randomUUID().replaceAll("-", "").slice(0, 20);
 

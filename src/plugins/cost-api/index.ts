@@ -6,6 +6,7 @@ import type { Principal } from "../auth/principal.ts";
 import { usageWindow } from "./dates.ts";
 import { creditsView, generationView, keyView, usageReportView } from "./views.ts";
 import { creditsDocs, generationDocs, keyDocs, usageDocs } from "../../openapi/account.ts";
+import type { KeyStore, LedgerStore, MeteringStore } from "../storage/repository.ts";
 
 /** A request id (gen-…) or a chat-completion id: printable, no spaces, bounded. */
 const GENERATION_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
@@ -19,7 +20,7 @@ export default definePlugin({
     requests_per_second: Type.Integer({ minimum: 0, default: 30 }),
   }),
   setup(config, host) {
-    const store = host.service("storage");
+    const store: LedgerStore & KeyStore & MeteringStore = host.service("storage"); // the slices of the store it uses
     const auth = host.service("auth");
     const withinLimit = config.requests_per_second > 0 ? createSecondWindowCounter(config.requests_per_second) : () => true;
     // rate-limit: /v1/key shows the limits in force (promotional caps included); cost-api comes after it in the YAML.

@@ -4,7 +4,7 @@ import type { GatewayContext, Outcome } from "../../core/context.ts";
 import { nanoToUsdString } from "../../core/money.ts";
 import { ZERO_USAGE, type Usage } from "../../core/canonical.ts";
 import { countPromptTokens, countTextTokens, toolPromptOverhead } from "../token-count/count.ts";
-import type { Generation } from "../storage/repository.ts";
+import type { Generation, MeteringStore } from "../storage/repository.ts";
 import type { BudgetService } from "../budget/index.ts";
 import { chargeWithin, priceUsage, type CostBreakdown } from "./cost.ts";
 import { clampUsage } from "./usage.ts";
@@ -43,7 +43,7 @@ export default definePlugin({
   requires: ["storage", "auth", "catalog", "token-count"],
   configSchema: Type.Object({}),
   setup(_config, host) {
-    const store = host.service("storage");
+    const store: MeteringStore = host.service("storage"); // the slices of the store it uses
     const catalog = host.service("catalog");
     const budget: BudgetService | undefined = host.has("budget") ? host.service("budget") : undefined;
 

@@ -7,6 +7,7 @@ import { createMemoryStore } from "./memory-store.ts";
 import { createPromotionalStatus } from "./promotional.ts";
 import { capBinds, limitExceeded, promptTooLarge, stricter } from "./limits.ts";
 import type { EffectiveLimits, RateLimitService } from "./service.ts";
+import type { LedgerStore } from "../storage/repository.ts";
 
 export type { EffectiveLimits, RateLimitService } from "./service.ts";
 
@@ -19,7 +20,7 @@ export default definePlugin({
   requires: ["auth", "storage", "token-count"],
   configSchema: rateLimitConfigSchema,
   async setup(config, host) {
-    const store = host.service("storage");
+    const store: LedgerStore = host.service("storage"); // the slices of the store it uses
     const now = host.now;
     const capRpm = config.promotional.requests_per_minute;
     const capTpm = config.promotional.tokens_per_minute;
