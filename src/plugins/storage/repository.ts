@@ -1,4 +1,5 @@
 import type { NanoUsd } from "../../core/money.ts";
+import type { AttemptRecord } from "../../core/deployments.ts";
 
 /**
  * The storage contract, by domain (accounts, ledger, keys, metering, reservations, plans, instances,
@@ -100,6 +101,11 @@ export interface Generation {
   unbilledCost?: NanoUsd;
   /** The usage was counted by the gateway (the upstream reported none), not reported. Absent is false. */
   usageEstimated?: boolean;
+  /**
+   * Every try of an upstream deployment, in order; only the one that answered is billed. null (or absent:
+   * writers that predate the column) when no upstream was tried.
+   */
+  attempts?: AttemptRecord[] | null;
 }
 
 export interface RequestPage {

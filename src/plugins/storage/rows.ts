@@ -1,5 +1,6 @@
 import { InvalidRecordError } from "./errors.ts";
 import { newId } from "./shared/ids.ts";
+import type { AttemptRecord } from "../../core/deployments.ts";
 import { CREDIT_KINDS, type ApiKey, type CreditInput, type Generation, type NewApiKey, type PlanCycle, type PlanPurchase } from "./repository.ts";
 
 /** What both dialects' `api_keys` rows look like once read (drizzle maps the columns to these names). */
@@ -90,4 +91,28 @@ export function checkGeneration(g: Generation): void {
     throw new RangeError(`generation ${g.id}: unbilledCost must be a non-negative integer (nano-USD)`);
   }
   if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
+  if (g.attempts != null && !Array.isArray(g.attempts)) throw new TypeError(`generation ${g.id}: attempts must be an array or null`);
+}
+
+/** A generation's attempts as stored: JSON text, NULL when there were none to keep (serialised once, by the writer). */
+export function attemptsText(attempts: readonly AttemptRecord[] | null | undefined): string | null {
+  return attempts == null ? null : JSON.stringify(attempts);
+}
+
+/** A stored generation row (both dialects: attempts as JSON text) as the contract's `Generation`. */
+export function generationFromRow<Row extends { attempts: string | null }>(row: Row): Omit<Row, "attempts"> & { attempts: AttemptRecord[] | null } {
+  return { ...row, attempts: row.attempts === null ? null : (JSON.parse(row.attempts) as AttemptRecord[]) };
+}
+
+/** Errors that come after the upstream's answer began: that deployment answered (and is billed) all the same. */
+const ANSWERED_THEN_FAILED = new Set<string>(["broken_stream", "idle_timeout"]);
+
+/**
+ * The deployment that answered the request (the one billed): the last attempt, when it succeeded or failed
+ * only after its answer began; null when no deployment answered (none tried, or every try failed before an answer).
+ */
+export function answeringDeployment(attempts: readonly AttemptRecord[] | null | undefined): string | null {
+  const last = attempts?.[attempts.length - 1];
+  if (last === undefined) return null;
+  return last.error_class === null || ANSWERED_THEN_FAILED.has(last.error_class) ? last.deployment : null;
 }

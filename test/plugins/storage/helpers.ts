@@ -82,6 +82,7 @@ export function makeGeneration(accountId: string, keyId: string, overrides: Part
     totalCost: inputCost + outputCost,
     unbilledCost: 0,
     usageEstimated: false,
+    attempts: null,
     ...overrides,
   };
 }

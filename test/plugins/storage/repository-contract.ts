@@ -2,6 +2,7 @@ import { afterAll, afterEach, describe, expect, it } from "bun:test";
 import { InsufficientBalanceError, KeyBudgetExceededError, UnavailableError } from "../../../src/core/errors.ts";
 import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from "../../../src/plugins/storage/errors.ts";
 import type { Logger } from "../../../src/core/log.ts";
+import type { AttemptRecord } from "../../../src/core/deployments.ts";
 import type { Funds, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
 import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
 import { listingContract } from "./listing-contract.ts";
@@ -230,6 +231,40 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(await count(store, "ledger_entries")).toBe(1); // the card credit
       await expectTotalsIncludingIt();
       expect(await ledgerSums(store, account.id)).toEqual({ credits: 1_000_000, debits: 4_000, balance: 996_000 });
+    });
+
+    it("keeps every upstream attempt of a generation, queued, stored, listed and after reopen; null when there was none", async () => {
+      const store = await fresh();
+      const repository = await store.open({ flushIntervalMs: 60_000 });
+      const { account, key } = await accountWithKey(repository);
+      const attempts: AttemptRecord[] = [
+        { deployment: "openai#1", status: 503, error_class: "overloaded", latency_ms: 41 },
+        { deployment: "openai#2", status: null, error_class: "connection", latency_ms: 3 },
+        { deployment: "openai-eu", status: 200, error_class: null, latency_ms: 812 },
+      ];
+      const retried = makeGeneration(account.id, key.id, { attempts });
+      const untried = makeGeneration(account.id, key.id, { status: "failed", errorCode: "no_deployment", inputCost: 0, outputCost: 0 });
+      const empty = makeGeneration(account.id, key.id, { attempts: [] });
+      for (const g of [retried, untried, empty]) repository.recordGeneration(g);
+      const expectAttempts = async (repo: Repository) => {
+        expect((await repo.findGeneration(account.id, retried.id))?.attempts).toEqual(attempts);
+        expect((await repo.findGeneration(account.id, retried.responseId!))?.attempts).toEqual(attempts);
+        expect((await repo.findGeneration(account.id, untried.id))?.attempts).toBeNull();
+        expect((await repo.findGeneration(account.id, empty.id))?.attempts).toEqual([]);
+        const listed = await repo.listGenerations(account.id, { limit: 10 });
+        expect(new Map(listed.map((g) => [g.id, g.attempts]))).toEqual(
+          new Map<string, AttemptRecord[] | null | undefined>([[retried.id, attempts], [untried.id, null], [empty.id, []]]),
+        );
+      };
+      await expectAttempts(repository); // queued
+      await repository.flush();
+      expect(await count(store, "generations")).toBe(3);
+      await expectAttempts(repository); // stored
+      const [row] = await store.all<{ attempts: string | null }>("select attempts from generations where id = ?", retried.id);
+      expect(JSON.parse(row!.attempts!)).toEqual(attempts); // JSON text, the same in both dialects
+      expect(await store.all("select attempts from generations where id = ?", untried.id)).toEqual([{ attempts: null }]);
+      await repository.close();
+      await expectAttempts(await store.open());
     });
 
     it("meters a request id once, even when it is recorded twice", async () => {

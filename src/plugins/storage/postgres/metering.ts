@@ -1,6 +1,6 @@
 import { and, asc, between, desc, eq, sql } from "drizzle-orm";
 import type { MeteringStore, UsageRow } from "../repository.ts";
-import { checkGeneration } from "../rows.ts";
+import { checkGeneration, generationFromRow } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
@@ -34,14 +34,14 @@ export function createPostgresMetering(db: PostgresDb, pending: PendingGeneratio
           .select()
           .from(generations)
           .where(and(eq(generations.id, id), eq(generations.accountId, accountId)));
-        if (byId !== undefined) return byId;
+        if (byId !== undefined) return generationFromRow(byId);
         const [byResponse] = await db
           .select()
           .from(generations)
           .where(and(eq(generations.accountId, accountId), eq(generations.responseId, id)))
           .orderBy(desc(generations.createdAt))
           .limit(1);
-        return byResponse ?? null;
+        return byResponse === undefined ? null : generationFromRow(byResponse);
       }),
 
     listGenerations: (accountId, page) =>
@@ -56,7 +56,7 @@ export function createPostgresMetering(db: PostgresDb, pending: PendingGeneratio
           .where(and(eq(generations.accountId, accountId), olderThan(generations, page)))
           .orderBy(desc(generations.createdAt), desc(generations.id))
           .limit(limit);
-        return mergePage(stored, queued, limit);
+        return mergePage(stored.map(generationFromRow), queued, limit);
       }),
 
     usageByDay: (query) => guard(() => usageByDay(query)),

@@ -110,6 +110,8 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       unbilledCost: orElse(k.money("unbilled_cost_nano").notNull(), 0),
       /** The usage was counted by the gateway: the upstream reported none. */
       usageEstimated: orElse(k.bool("usage_estimated").notNull(), false),
+      /** JSON array of the request's upstream attempts (AttemptRecord: deployment, status, error_class, latency_ms); NULL: none. */
+      attempts: k.text("attempts"),
     },
     ledgerEntries: {
       id: k.text("id").primaryKey(),

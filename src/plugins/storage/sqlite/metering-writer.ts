@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { eq, sql } from "drizzle-orm";
 import type { Generation, UsageCounters } from "../repository.ts";
+import { attemptsText } from "../rows.ts";
 import { addToCounters, emptyCounters, utcDay } from "../shared/pending.ts";
 import { addToSpend, type SpendBucket } from "../shared/spend-buckets.ts";
 import { accounts, apiKeys, generations, usageDaily } from "./schema.ts";
@@ -55,7 +56,7 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
     const spend = new Map<string, SpendBucket>();
     for (const g of batch) {
       if (options.holdsInTable) deleteReservation.run(g.id);
-      const inserted = insertGeneration.run(g.unbilledCost === undefined || g.usageEstimated === undefined ? withBillingDefaults(g) : g);
+      const inserted = insertGeneration.run(insertValues(g));
       if (inserted === 0) continue; // already stored: metered once
       if (g.totalCost > 0) {
         accountDebits.set(g.accountId, (accountDebits.get(g.accountId) ?? 0) + g.totalCost);
@@ -120,6 +121,7 @@ function compileInsertGeneration(db: SqliteDb, compile: Compile) {
         totalCost: p("totalCost"),
         unbilledCost: p("unbilledCost"),
         usageEstimated: p("usageEstimated"),
+        attempts: p("attemptsText"),
       })
       .onConflictDoNothing({ target: generations.id }),
   );
@@ -162,7 +164,10 @@ function compileUpsertUsage(db: SqliteDb, compile: Compile) {
   );
 }
 
-/** A generation from a writer that predates `unbilledCost` / `usageEstimated`: their column defaults. */
-function withBillingDefaults(g: Generation): Generation {
-  return { ...g, unbilledCost: g.unbilledCost ?? 0, usageEstimated: g.usageEstimated ?? false };
+/**
+ * The insert's values: the generation with its attempts serialised (once, here: the queued generation keeps
+ * the array its readers see), and the column defaults of fields a writer that predates them leaves out.
+ */
+function insertValues(g: Generation): Generation & { attemptsText: string | null } {
+  return { ...g, unbilledCost: g.unbilledCost ?? 0, usageEstimated: g.usageEstimated ?? false, attemptsText: attemptsText(g.attempts) };
 }

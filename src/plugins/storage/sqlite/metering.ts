@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { and, asc, between, desc, eq, sql } from "drizzle-orm";
 import type { MeteringStore, UsageRow } from "../repository.ts";
-import { checkGeneration } from "../rows.ts";
+import { checkGeneration, generationFromRow } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
@@ -52,7 +52,8 @@ export function createSqliteMetering(
     async findGeneration(accountId, id) {
       const queued = pending.find(accountId, id);
       if (queued !== undefined) return { ...queued };
-      return selectGenerationById.get({ id, accountId }) ?? selectGenerationByResponse.get({ id, accountId }) ?? null;
+      const row = selectGenerationById.get({ id, accountId }) ?? selectGenerationByResponse.get({ id, accountId });
+      return row === undefined ? null : generationFromRow(row);
     },
 
     async listGenerations(accountId, page) {
@@ -66,7 +67,8 @@ export function createSqliteMetering(
         .where(and(eq(generations.accountId, accountId), olderThan(generations, page)))
         .orderBy(desc(generations.createdAt), desc(generations.id))
         .limit(limit)
-        .all();
+        .all()
+        .map(generationFromRow);
       return mergePage(stored, queued, limit);
     },
 
