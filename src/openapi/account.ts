@@ -35,6 +35,24 @@ export const getModelDocs = clientOperation({
 const TAGS = ["cost and usage"];
 const COST_ERRORS = [400, 429, 503] as const;
 
+/** One try of one upstream deployment (core/deployments.ts AttemptRecord). */
+export const Attempt = component(
+  "Attempt",
+  Type.Object({
+    deployment: Type.String({ description: "The deployment's name (the operator's, else <provider>#<n>)" }),
+    status: Nullable(Type.Integer({ description: "The upstream's HTTP status; null when none came (connection error, timeout)" })),
+    error_class: Nullable(
+      Type.String({
+        description:
+          "Why it failed: connection, timeout, rate_limited, overloaded, server_error, auth, client_error, broken_stream or idle_timeout; null for the attempt that answered",
+      }),
+    ),
+    latency_ms: Count,
+  }),
+);
+
+export const Attempts = Type.Array(Attempt, { description: "Every upstream attempt, in order; only the one that answered is billed. Empty when none was made" });
+
 const Generation = component(
   "Generation",
   Type.Object({
@@ -58,6 +76,8 @@ const Generation = component(
     total_cost: Usd,
     unbilled_cost: Type.Number({ description: "USD priced but not charged: the hold and the free funds ran out (docs/billing.md)" }),
     usage_estimated: Type.Boolean({ description: "The upstream reported no usable usage; the gateway counted it" }),
+    deployment: Nullable(Type.String({ description: "The deployment that answered (the one billed); null when none did" })),
+    attempts: Attempts,
     cost_breakdown: Type.Object({ input: Usd, cache_read: Usd, cache_write: Usd, output: Usd }),
     currency: Type.Literal("USD"),
   }),

@@ -1,6 +1,7 @@
 import { Type, type TSchema } from "@sinclair/typebox";
 import { PlanSchema } from "../plugins/budget/plans.ts";
 import { adminOperation, component, data } from "./operation.ts";
+import { Attempts } from "./account.ts";
 
 /** The operator API's docs (/admin/v1, the admin token). Request bodies and ids come from the routes' own Elysia schemas. */
 
@@ -119,6 +120,8 @@ export const listRequestsDocs = adminOperation({
           reasoning_tokens: Count,
           cost: Usd,
           latency_ms: Count,
+          deployment: Nullable(Type.String({ description: "The deployment that answered (the one billed); null when none did" })),
+          attempts: Attempts,
         }),
       ),
     ),

@@ -1,5 +1,6 @@
 import { nanoToUsd } from "../../core/money.ts";
 import type { Account, ApiKey, Generation } from "../storage/repository.ts";
+import { answeringDeployment } from "../storage/rows.ts";
 
 /** The admin API's JSON shapes of stored rows: times as RFC 3339, money as USD numbers, never a key's hash. */
 
@@ -46,5 +47,7 @@ export function requestRow(row: Generation) {
     reasoning_tokens: row.reasoningTokens,
     cost: nanoToUsd(row.totalCost),
     latency_ms: row.latencyMs,
+    deployment: answeringDeployment(row.attempts),
+    attempts: row.attempts ?? [],
   };
 }

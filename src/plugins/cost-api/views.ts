@@ -1,4 +1,5 @@
 import { nanoToUsd } from "../../core/money.ts";
+import { answeringDeployment } from "../storage/rows.ts";
 import type { AccountTotals, ApiKey, Generation, UsageCounters, UsageRow } from "../storage/repository.ts";
 import { isoWithOffset } from "./dates.ts";
 
@@ -28,6 +29,10 @@ export function generationView(g: Generation, callerKeyId: string) {
     unbilled_cost: nanoToUsd(g.unbilledCost ?? 0),
     /** The usage was counted by the gateway: the upstream reported none. */
     usage_estimated: g.usageEstimated === true,
+    /** The deployment that answered (and is billed); null when none did. */
+    deployment: answeringDeployment(g.attempts),
+    /** Every upstream attempt, in order; empty when none was made. */
+    attempts: g.attempts ?? [],
     cost_breakdown: {
       input: nanoToUsd(input),
       cache_read: nanoToUsd(g.cacheReadCost),
