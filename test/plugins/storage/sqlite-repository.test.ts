@@ -252,3 +252,41 @@ describe("storage/sqlite migration 0005 (usage debits are the generations)", () 
     expect(await repository.accountTotals("acct_1")).toEqual({ credits: 1_000_000, debits: 3_500, balance: 996_500, paidCredits: 0 });
   });
 });
+
+describe("storage/sqlite migration 0008 (generation attempts)", () => {
+  it("opens a pre-0008 file: the column is added at start, old rows read with no attempts, new ones keep theirs", async () => {
+    const path = tempDbPath();
+    // The migrations up to 0007, as a database written before this change has them.
+    const before = mkdtempSync(join(tmpdir(), "migrations-"));
+    cpSync(DEFAULT_MIGRATIONS_FOLDER, before, { recursive: true });
+    const journal = JSON.parse(readFileSync(join(before, "meta/_journal.json"), "utf8"));
+    const at = journal.entries.findIndex((entry: { tag: string }) => entry.tag.startsWith("0008_"));
+    expect(at).toBeGreaterThan(0);
+    journal.entries = journal.entries.slice(0, at);
+    writeFileSync(join(before, "meta/_journal.json"), JSON.stringify(journal));
+    const old = openSqlite(path, { migrationsFolder: before }).client;
+    expect(old.query("select name from pragma_table_info('generations') where name = 'attempts'").all()).toEqual([]);
+    old.exec(`insert into accounts (id, name, created_at) values ('acct_1', 'a', 0)`);
+    old.exec(`insert into api_keys (id, account_id, name, key_hash, label, created_at) values ('key_1', 'acct_1', 'k', 'h', 'l', 0)`);
+    old.exec(
+      `insert into generations (id, response_id, account_id, key_id, model, provider, ingress, stream, status, error_code, created_at, latency_ms,
+         time_to_first_token_ms, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, input_cost_nano,
+         cache_read_cost_nano, cache_write_cost_nano, output_cost_nano, total_cost_nano, unbilled_cost_nano, usage_estimated)
+       values ('gen-old', null, 'acct_1', 'key_1', 'm', 'p', 'openai-chat', 0, 'success', null, 2, 1, null, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)`,
+    );
+    old.close();
+    rmSync(before, { recursive: true, force: true });
+
+    const repository = openRepository(path);
+    expect((await repository.findGeneration("acct_1", "gen-old"))?.attempts).toBeNull();
+    const attempts = [{ deployment: "p#1", status: 200, error_class: null, latency_ms: 9 }];
+    const fresh = makeGeneration("acct_1", "key_1", { attempts });
+    repository.recordGeneration(fresh);
+    await repository.flush();
+    expect((await repository.findGeneration("acct_1", fresh.id))?.attempts).toEqual(attempts);
+    expect(rawAll(path, "select id, attempts from generations order by id")).toEqual([
+      { id: fresh.id, attempts: JSON.stringify(attempts) },
+      { id: "gen-old", attempts: null },
+    ]);
+  });
+});
