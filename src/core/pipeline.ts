@@ -90,6 +90,10 @@ export class Pipeline implements Gateway {
     return this.active;
   }
 
+  get upstreams(): ReadonlyMap<string, Provider> {
+    return this.providers;
+  }
+
   /** The listening server: where the socket peers of requests are read. */
   attachServer(server: { requestIP(request: Request): { address: string } | null }): void {
     this.addresses.listenOn(server);

@@ -66,6 +66,8 @@ export interface Gateway {
   readJson(request: Request): Promise<Record<string, unknown>>;
   /** Number of requests in flight (drained on shutdown). */
   readonly inFlight: number;
+  /** The enabled providers by name (the catalog's `provider` field): what lists their deployments (GET /admin/v1/upstreams). */
+  readonly upstreams: ReadonlyMap<string, Provider>;
   /**
    * The client's address: the socket peer, or behind a trusted proxy (`server.trusted_proxies`) the address it
    * forwarded (core/client-ip.ts). What the edge limit counts and the log lines show; "unknown" for a closed socket.
