@@ -1,6 +1,7 @@
 import type { CanonicalChatRequest, CanonicalRequest, StreamEvent, Usage } from "./canonical.ts";
 import type { NanoUsd } from "./money.ts";
 import type { AbortSignalLike } from "./request-signals.ts";
+import type { AttemptRecord } from "./deployments.ts";
 
 /**
  * What plugins read of the client's wire format: its name. The codec itself is the core's (core/format.ts), which
@@ -67,6 +68,8 @@ export interface GatewayContext {
    * OpenRouter's `gen-…` ids. Writer: the core (non-streamed) or the format's stream relay.
    */
   responseId?: string;
+  /** Every upstream attempt of this request, in order (AttemptRecord: deployment, status, error class, latency). Writer: the core; read by metering. */
+  attempts?: AttemptRecord[];
   /** Billed cost in nano-USD. Writer: metering. */
   cost?: NanoUsd;
   /** Monotonic time of the first upstream byte / token. Writer: the core. */

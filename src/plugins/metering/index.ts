@@ -207,5 +207,7 @@ function generationRecord(ctx: GatewayContext, outcome: Outcome, cost: CostBreak
     reasoningTokens: usage.reasoningTokens,
     ...cost,
     usageEstimated: ctx.usageEstimated === true,
+    // Kept as the core left them (the store serialises them once, in its batch write); null when none was made.
+    attempts: ctx.attempts !== undefined && ctx.attempts.length > 0 ? ctx.attempts : null,
   };
 }
