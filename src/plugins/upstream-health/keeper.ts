@@ -46,6 +46,7 @@ export class DeploymentState {
 }
 
 class ProviderState {
+  constructor(readonly name: string) {}
   readonly deployments = new Map<string, DeploymentState>();
   turn = 0;
   readonly sticky = new Map<string, string>();
@@ -68,6 +69,8 @@ export interface HealthKeeperOptions {
  */
 export class HealthKeeper implements DeploymentHealth {
   private readonly providers = new Map<string, ProviderState>();
+  /** Transitions from other instances for deployments this one has not asked for yet, by provider and name. */
+  private readonly unseen = new Map<string, Transition>();
   private readonly now: () => number;
   private readonly random: () => number;
   /** A probe handed out but never started (the request went elsewhere) is handed out again after this long. */
@@ -148,11 +151,22 @@ export class HealthKeeper implements DeploymentHealth {
     return this.state(this.provider(provider), deployment);
   }
 
-  /** Another instance's transition, applied to this one's memory. */
+  /**
+   * Another instance's transition, applied to this one's memory. One for a deployment not asked for here yet is
+   * kept until it is (the operators' configuration bounds how many there can be).
+   */
   apply(transition: Transition): void {
-    const shared = this.providers.get(transition.provider);
-    const state = shared?.deployments.get(transition.deployment);
-    if (state === undefined) return; // never asked for here: nothing to skip
+    const state = this.providers.get(transition.provider)?.deployments.get(transition.deployment);
+    if (state === undefined) {
+      const key = transition.provider + "\u0000" + transition.deployment;
+      const earlier = this.unseen.get(key);
+      this.unseen.set(key, earlier === undefined ? transition : merged(earlier, transition));
+      return;
+    }
+    this.applyTo(state, transition);
+  }
+
+  private applyTo(state: DeploymentState, transition: Transition): void {
     const { openUntil, waitUntil } = transition;
     if (waitUntil !== undefined && waitUntil > state.waitUntil) state.waitUntil = waitUntil;
     if (openUntil === undefined) return;
@@ -298,10 +312,18 @@ export class HealthKeeper implements DeploymentHealth {
   private provider(name: string): ProviderState {
     let shared = this.providers.get(name);
     if (shared === undefined) {
-      shared = new ProviderState();
+      shared = new ProviderState(name);
       this.providers.set(name, shared);
     }
     return shared;
+  }
+
+  private applyUnseen(shared: ProviderState, name: string, state: DeploymentState): void {
+    const key = shared.name + "\u0000" + name;
+    const pending = this.unseen.get(key);
+    if (pending === undefined) return;
+    this.unseen.delete(key);
+    this.applyTo(state, pending);
   }
 
   private state(shared: ProviderState, deployment: Deployment): DeploymentState {
@@ -309,11 +331,22 @@ export class HealthKeeper implements DeploymentHealth {
     if (state === undefined) {
       state = new DeploymentState(deployment);
       shared.deployments.set(deployment.name, state);
+      if (this.unseen.size > 0) this.applyUnseen(shared, deployment.name, state);
     } else if (state.single[0] !== deployment) {
       state.single = Object.freeze([deployment]);
     }
     return state;
   }
+}
+
+/** Two transitions of one deployment as one: the later breaker state, the longer wait. */
+function merged(earlier: Transition, later: Transition): Transition {
+  return {
+    provider: later.provider,
+    deployment: later.deployment,
+    openUntil: later.openUntil ?? earlier.openUntil,
+    waitUntil: Math.max(earlier.waitUntil ?? 0, later.waitUntil ?? 0) || undefined,
+  };
 }
 
 function moveToFront(items: Deployment[], index: number): void {

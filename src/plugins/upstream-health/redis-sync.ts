@@ -60,6 +60,25 @@ export class RedisSync {
     // Subscriptions are renewed by ioredis after a reconnection (autoResubscribe).
     const subscribed = this.subscriber.subscribe(this.channel).catch((error: Error) => this.unreachable(error));
     await Promise.race([subscribed, Bun.sleep(2_000)]); // Redis down: subscribed once it is back
+    await Promise.race([this.loadStored().catch((error: Error) => this.unreachable(error)), Bun.sleep(2_000)]);
+  }
+
+  /** What other instances stored before this one started (open breakers, waits): a new instance starts informed. */
+  private async loadStored(): Promise<void> {
+    const prefix = `${this.options.keyPrefix}d:`;
+    let cursor = "0";
+    do {
+      const [next, keys] = await this.redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 100);
+      cursor = next;
+      for (const key of keys) {
+        const [provider, ...rest] = key.slice(prefix.length).split(":");
+        const fields = await this.redis.hgetall(key);
+        if (!provider || rest.length === 0) continue;
+        const openUntil = fields.open_until === undefined ? undefined : Number(fields.open_until);
+        const waitUntil = fields.wait_until === undefined ? undefined : Number(fields.wait_until);
+        this.keeper.apply({ provider, deployment: rest.join(":"), openUntil, waitUntil });
+      }
+    } while (cursor !== "0");
   }
 
   /** A transition made here: written and published in the background. */

@@ -216,6 +216,15 @@ describe("upstream-health keeper", () => {
     expect(names()).toEqual(["a", "b"]);
   });
 
+  it("keeps another instance's transitions for deployments it has not asked for yet, and applies them on first sight", () => {
+    const { keeper, clock, names } = setup();
+    keeper.apply({ provider: "p", deployment: "a", openUntil: clock.now + 1_000 });
+    keeper.apply({ provider: "p", deployment: "b", waitUntil: clock.now + 500 });
+    expect(names()).toEqual(["c"]);
+    clock.now += 600;
+    expect(names()).toEqual(["b", "c"]);
+  });
+
   it("keeps stats: errors by class and the p50 of successful latencies", () => {
     const { keeper, fail, succeed, clock } = setup();
     fail(A, "timeout");

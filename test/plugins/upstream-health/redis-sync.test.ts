@@ -55,6 +55,19 @@ describe.skipIf(!REDIS_URL)("upstream-health redis sync", () => {
     two.keeper.finished("p", A, { ok: true, latencyMs: 1 });
     await until(() => one.keeper.inspect("p", A).breaker === "closed", 1_000);
   });
+
+  it("an instance started later reads the breakers and waits already stored", async () => {
+    for (let i = 0; i < 2; i++) one.keeper.finished("p", A, { ok: false, errorClass: "server_error", latencyMs: 1 });
+    await Bun.sleep(100); // written in the background
+    const late = instance(prefix);
+    try {
+      await late.sync.start();
+      expect(late.keeper.order("p", [A, B], "").map((d) => d.name)).toEqual([]); // a open, b waiting (the Retry-After above)
+      expect(late.keeper.inspect("p", A).breaker).toBe("open");
+    } finally {
+      await late.sync.close();
+    }
+  });
 });
 
 describe("upstream-health redis sync, Redis down", () => {
