@@ -17,6 +17,15 @@ export const ServerConfigSchema = Type.Object({
   upstream_timeout_ms: Type.Integer({ minimum: 1, default: 600_000 }),
   /** Longest silence of an upstream once it has started answering (headers sent); 0 = none. Reasoning models may think for minutes. */
   upstream_idle_timeout_ms: Type.Integer({ minimum: 0, default: 300_000 }),
+  /**
+   * Longest wait for one attempt's answer headers (its first byte): past it the next deployment is tried
+   * (core/attempts.ts). Separate from the idle timeout (silence mid-answer) and the request's cap. 0 = none.
+   */
+  upstream_first_byte_timeout_ms: Type.Integer({ minimum: 0, default: 60_000 }),
+  /** Most upstream attempts (deployments tried) per request. */
+  upstream_max_attempts: Type.Integer({ minimum: 1, maximum: 16, default: 3 }),
+  /** No new attempt starts this long after a request's first one began. */
+  upstream_attempts_budget_ms: Type.Integer({ minimum: 0, default: 30_000 }),
   /** Request body bytes being received at once, all requests together; past it a request answers 503 with retry-after. */
   max_body_bytes_in_flight: Type.Integer({ minimum: 1, default: 256 * 1024 * 1024 }),
   /** How long a graceful stop waits for in-flight requests. */
@@ -86,6 +95,8 @@ export async function loadConfig(file: string, env: Record<string, string | unde
     }
     rejectUnknownKey(definition.configSchema, block.config ?? {}, `plugins.${name}.config`, where);
     const config = checkSchema(definition.configSchema, block.config ?? {}, `${where}: config`);
+    const problem = definition.checkConfig?.(config);
+    if (problem !== undefined) throw new ConfigError(`${where}: config: ${problem}`);
     plugins.push({ definition, config });
     enabledNames.add(name);
   }

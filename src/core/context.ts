@@ -68,8 +68,11 @@ export interface GatewayContext {
    * OpenRouter's `gen-…` ids. Writer: the core (non-streamed) or the format's stream relay.
    */
   responseId?: string;
-  /** Every upstream attempt of this request, in order (AttemptRecord: deployment, status, error class, latency). Writer: the core; read by metering. */
-  attempts?: AttemptRecord[];
+  /**
+   * Every upstream attempt of this request, in order (core/attempts.ts): the deployment, its status, why it
+   * failed (null for the one that answered) and its latency. Empty when none was made. Writer: the core.
+   */
+  attempts: AttemptRecord[];
   /** Billed cost in nano-USD. Writer: metering. */
   cost?: NanoUsd;
   /** Monotonic time of the first upstream byte / token. Writer: the core. */

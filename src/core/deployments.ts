@@ -41,7 +41,11 @@ export interface AttemptRecord {
   latency_ms: number;
 }
 
-/** What the health keeper learns from an attempt. */
+/**
+ * What the health keeper learns from an attempt. `ok: false` without an `errorClass`: it ended for a reason that is
+ * not the deployment's (the client left, the request's own deadline): only its in-flight count changes. The
+ * attempt that answered is finished when its answer is over (a stream may still break: broken_stream, idle_timeout).
+ */
 export interface AttemptOutcome {
   ok: boolean;
   errorClass?: ErrorClass;
@@ -69,4 +73,10 @@ export interface DeploymentHealth {
   finished(provider: string, deployment: Deployment, outcome: AttemptOutcome): void;
   /** When the first of these deployments may be tried again (epoch ms), for a refusal's retry-after; undefined when one may now. */
   nextAvailableAt(provider: string, deployments: readonly Deployment[]): number | undefined;
+}
+
+/** Whether a plugin's `provides` is a DeploymentHealth (the core finds it like a ModelDirectory). */
+export function isDeploymentHealth(value: unknown): value is DeploymentHealth {
+  const health = value as Partial<DeploymentHealth> | null | undefined;
+  return typeof health?.order === "function" && typeof health.finished === "function" && typeof health.started === "function";
 }

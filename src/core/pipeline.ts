@@ -2,19 +2,15 @@ import type { GatewayContext, Outcome, StreamEvent } from "./context.ts";
 import type { Gateway, LocalAnswer, PluginInstance, Provider } from "./plugin.ts";
 import type { Logger } from "./log.ts";
 import type { ServerConfig } from "./config.ts";
-import {
-  GatewayError,
-  ProviderUnavailableError,
-  UpstreamError,
-  UpstreamHttpError,
-  asGatewayError,
-} from "./errors.ts";
+import { GatewayError, ProviderUnavailableError, UpstreamError, asGatewayError } from "./errors.ts";
 import type { CanonicalResponse } from "./canonical.ts";
 import { RequestBodies } from "./request-body.ts";
 import { StreamSession, type StreamHost } from "./stream-session.ts";
-import { abortError, clientLeft, failure, readError } from "./request-outcome.ts";
+import { clientLeft, failure, readError } from "./request-outcome.ts";
 import { routeFor, type TranslatedRoute, type UpstreamRoute } from "./route.ts";
-import { buildUpstreamBody, sendUpstream } from "./upstream.ts";
+import { buildUpstreamBody } from "./upstream.ts";
+import { endAttempts, sendWithAttempts, upstreamFailure, type Answered, type AttemptHost } from "./attempts.ts";
+import { isDeploymentHealth } from "./deployments.ts";
 import type { IngressFormat, RelayedFrame, StreamRelay, UpstreamCodec, UpstreamTranslation, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
 import { RequestSignals } from "./request-signals.ts";
@@ -54,6 +50,10 @@ export class Pipeline implements Gateway {
   private readonly streamHost: StreamHost;
   /** Client addresses (the server is attached once it listens: `attachServer`). */
   private readonly addresses: ClientAddresses;
+  /** What the attempt loop reads (core/attempts.ts): the settings and a plugin's DeploymentHealth, if any. */
+  private readonly attemptHost: AttemptHost;
+  /** The attempt that answered each request in flight, told to the health keeper when it is over (only with one). */
+  private readonly answering = new WeakMap<GatewayContext, Answered>();
 
   constructor(
     private readonly stages: Stage[],
@@ -68,6 +68,12 @@ export class Pipeline implements Gateway {
     this.bodies = new RequestBodies(server.max_body_bytes, server.max_body_bytes_in_flight);
     this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
     this.addresses = new ClientAddresses(server.trusted_proxies);
+    this.attemptHost = {
+      settings: { firstByteTimeoutMs: server.upstream_first_byte_timeout_ms, maxAttempts: server.upstream_max_attempts, budgetMs: server.upstream_attempts_budget_ms },
+      health: stages.map((stage) => stage.instance.provides).find(isDeploymentHealth),
+      log,
+      now,
+    };
     this.streamHost = {
       signals: this.signals,
       observe: (ctx, event) => this.observe(ctx, event),
@@ -204,6 +210,7 @@ export class Pipeline implements Gateway {
       body: {},
       request: { model: "", stream: false, clientWantsStreamUsage: false },
       responseHeaders: {},
+      attempts: [],
       // Read now: at a stream's end the socket may be gone. Not at all when no line is written.
       log: this.log.quiet ? {} : (requestOrigin(request, this.addresses.of(request)) as unknown as Record<string, unknown>),
     };
@@ -222,17 +229,10 @@ export class Pipeline implements Gateway {
       const pending = stage.instance.onUpstreamRequest!(ctx);
       if (pending) await pending;
     }
-    let response: UpstreamResponse;
-    try {
-      response = await sendUpstream(ctx, provider, route, ctx.upstreamBody);
-    } catch (error) {
-      if (error instanceof GatewayError) throw error;
-      if (ctx.signal.aborted) throw abortError(ctx);
-      if (error instanceof RangeError) throw asGatewayError(error); // the client's body too deep to serialize: a 400
-      throw new UpstreamError(`upstream ${target.provider} could not be reached: ${(error as Error).message}`, { cause: error });
-    }
+    const { response, answered } = await sendWithAttempts(this.attemptHost, ctx, target.provider, provider, route, ctx.upstreamBody);
     this.signals.touch(ctx.signal); // the upstream answered: from now on its silence is timed
     if (!response.ok) throw await upstreamFailure(response, route.codec, target.provider);
+    if (answered) this.answering.set(ctx, answered);
     return { response, route };
   }
 
@@ -337,6 +337,8 @@ export class Pipeline implements Gateway {
   /** onComplete for every plugin whose onRequest stage was reached (reverse order), then the access log. */
   private async complete(ctx: GatewayContext, outcome: Outcome, reached: number): Promise<void> {
     this.signals.release(ctx.signal);
+    // Before onComplete: the generation record keeps the attempts as they ended.
+    if (ctx.attempts.length > 0) endAttempts(ctx, outcome, this.attemptHost.health, this.attemptHost.health ? this.answering.get(ctx) : undefined);
     for (let index = reached - 1; index >= 0; index--) {
       const stage = this.requestStages[index]!;
       if (!stage.instance.onComplete) continue;
@@ -365,27 +367,6 @@ export class Pipeline implements Gateway {
       ...extra,
     });
   }
-}
-
-/** Maps an upstream's non-2xx answer to what the client should see. */
-async function upstreamFailure(response: UpstreamResponse, format: UpstreamCodec, name: string): Promise<GatewayError> {
-  const text = await response.text().catch(() => "");
-  const info = format.readUpstreamError(response.status, text);
-  const message = `upstream ${name} answered ${response.status}: ${info.message}`;
-  if (response.status === 400 || response.status === 413 || response.status === 422) {
-    return new UpstreamHttpError(response.status === 422 ? 400 : response.status, message, "invalid_request_error", info.code ?? "upstream_invalid_request");
-  }
-  if (response.status === 429) {
-    const error = new UpstreamHttpError(429, message, "rate_limit_error", "upstream_rate_limited");
-    const retryAfter = response.headers.get("retry-after");
-    if (retryAfter) error.headers = { "retry-after": retryAfter };
-    return error;
-  }
-  if (response.status === 503 || response.status === 529) {
-    return new UpstreamHttpError(503, message, "overloaded_error", "upstream_overloaded");
-  }
-  // 401/403 upstream mean the gateway's own provider key is wrong: never a client-key problem.
-  return new UpstreamHttpError(502, message, "upstream_error", "upstream_error");
 }
 
 /** A request id: "gen-" and 32 hex characters of a time-ordered UUIDv7 (cheap to index in the store). */

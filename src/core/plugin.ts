@@ -5,6 +5,7 @@ import type { StreamEvent } from "./canonical.ts";
 import type { IngressFormat, UpstreamCodec, WireFormat } from "./format.ts";
 import type { UpstreamRoute } from "./route.ts";
 import type { Logger } from "./log.ts";
+import type { Deployment } from "./deployments.ts";
 import type { UpstreamCall, UpstreamResponse } from "../transport/transport.ts";
 
 /**
@@ -18,23 +19,27 @@ export interface Provider {
   /** The wire formats it speaks, preferred first: a client speaking one is relayed as is; others are translated to the first. */
   readonly codecs: readonly UpstreamCodec[];
   /**
-   * Where the request goes and with which headers (build them once: `jsonHeaders`). Throws a GatewayError when
-   * it cannot go (ProviderUnavailableError: no API key). Called after onUpstreamRequest, right before sending.
+   * Where its requests can go, in priority order (at least one): each a base URL with its key and its own
+   * `endpoint` (core/deployments.ts). The core's attempt loop (core/attempts.ts) tries them in the order a
+   * DeploymentHealth gives, else this one.
    */
-  endpoint(ctx: GatewayContext, route: UpstreamRoute): UpstreamEndpoint;
+  readonly deployments: readonly Deployment[];
+  /** The upstream statuses after which the next deployment is tried, instead of the default set (core/attempts.ts). */
+  readonly retryOn?: readonly number[];
   /** The provider's own last touches on the upstream body (output caps), before onUpstreamRequest hooks. */
   adjustBody?(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute): void;
   /** Answers the call itself instead of the transport (a simulated upstream). */
   send?(ctx: GatewayContext, call: UpstreamCall): Promise<UpstreamResponse>;
   /**
-   * Why this upstream cannot serve any request as configured (e.g. "OPENAI_API_KEY is not set"); absent when
-   * it can. The start-up log and GET /ready name the models it leaves unserved.
+   * Why this upstream cannot serve any request as configured: none of its deployments can (e.g. "OPENAI_API_KEY
+   * is not set"); absent when one can. The start-up log and GET /ready name the models it leaves unserved.
    */
   readonly unavailableReason?: string;
   /** Serves whatever model the router names, whatever its provider (a simulated upstream): while it is enabled no model is unserved. */
   readonly servesEveryModel?: boolean;
 }
 
+/** Where one request goes through a deployment, with which headers (build them once: `jsonHeaders`). */
 export interface UpstreamEndpoint {
   url: string;
   /** From `jsonHeaders` (transport/transport.ts). */
@@ -155,6 +160,8 @@ export interface PluginDefinition<S extends TSchema = TSchema, Provides = unknow
   /** Plugins that must be enabled and come earlier in the pipeline. */
   readonly requires?: readonly string[];
   readonly configSchema: S;
+  /** A rule about the config its schema cannot say (one of two forms): the problem as "/field: what is wrong", or undefined. */
+  checkConfig?(config: Static<S>): string | undefined;
   setup(config: Static<S>, host: PluginHost): PluginInstance<Provides> | Promise<PluginInstance<Provides>>;
 }
 

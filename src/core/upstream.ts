@@ -1,5 +1,7 @@
 import type { GatewayContext } from "./context.ts";
 import type { Provider } from "./plugin.ts";
+import type { Deployment } from "./deployments.ts";
+import type { AbortSignalLike } from "./request-signals.ts";
 import { upstreamBodyFor, type UpstreamRoute } from "./route.ts";
 import { upstreamFetch, type UpstreamResponse } from "../transport/index.ts";
 
@@ -10,9 +12,19 @@ export function buildUpstreamBody(ctx: GatewayContext, provider: Provider, route
   return body;
 }
 
-/** Sends `body` to the provider's endpoint through the transport (or the provider's own `send`, a simulated upstream). */
-export function sendUpstream(ctx: GatewayContext, provider: Provider, route: UpstreamRoute, body: Record<string, unknown>): Promise<UpstreamResponse> {
-  const { url, headers } = provider.endpoint(ctx, route);
-  const call = { url, headers, body, signal: ctx.signal };
+/**
+ * Sends `body` to one deployment's endpoint (the first by default) through the transport (or the provider's own
+ * `send`, a simulated upstream), listening to `signal` (the request's own by default; an attempt's, core/attempts.ts).
+ */
+export function sendUpstream(
+  ctx: GatewayContext,
+  provider: Provider,
+  route: UpstreamRoute,
+  body: Record<string, unknown>,
+  deployment: Deployment = provider.deployments[0]!,
+  signal: AbortSignalLike = ctx.signal,
+): Promise<UpstreamResponse> {
+  const { url, headers } = deployment.endpoint(ctx, route);
+  const call = { url, headers, body, signal };
   return provider.send ? provider.send(ctx, call) : upstreamFetch(call);
 }

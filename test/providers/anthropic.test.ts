@@ -42,9 +42,9 @@ function context(ingress: WireFormat, body: Record<string, unknown>, extra: Part
 const provider = (options: { passBetas?: "all" | string[]; apiKey?: string; baseUrl?: string } = {}) =>
   createAnthropicProvider({
     name: "anthropic",
-    baseUrl: options.baseUrl ?? fake.url,
-    apiKeyEnv: "ANTHROPIC_API_KEY",
-    apiKey: "apiKey" in options ? options.apiKey : "sk-ant-upstream",
+    deployments: [
+      { name: "anthropic#1", weight: 1, baseUrl: options.baseUrl ?? fake.url, apiKeyEnv: "ANTHROPIC_API_KEY", apiKey: "apiKey" in options ? options.apiKey : "sk-ant-upstream" },
+    ],
     version: "2023-06-01",
     passBetas: options.passBetas ?? "all",
   });

@@ -20,7 +20,7 @@ export default definePlugin({
       codecs: [openaiChat, openaiImages],
       servesEveryModel: true, // no provider key is missing while the sandbox answers (start-up log, GET /ready)
       // Nothing goes over the network: `send` answers the call, the URL only says which API it is.
-      endpoint: (_ctx, route) => ({ url: route.codec === openaiImages ? IMAGES : CHAT, headers: NO_HEADERS }),
+      deployments: [{ name: "sandbox#1", weight: 1, endpoint: (_ctx, route) => ({ url: route.codec === openaiImages ? IMAGES : CHAT, headers: NO_HEADERS }) }],
       async send(ctx, call) {
         const body = call.body as Record<string, unknown>;
         if (call.url === IMAGES) return Response.json(sandboxImages(body));

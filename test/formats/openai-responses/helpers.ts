@@ -18,6 +18,7 @@ export function responsesCtx(body: Json, upstreamModel = "upstream-model"): Gate
     request: openaiResponses.decodeRequest(body),
     target: { provider: "test", upstreamModel },
     responseHeaders: {},
+    attempts: [],
     log: {},
   };
 }

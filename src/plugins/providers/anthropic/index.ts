@@ -1,18 +1,18 @@
 import { definePlugin } from "../../../core/plugin.ts";
 import { AnthropicUpstreamSchema } from "./schema.ts";
 import { createAnthropicProvider } from "./provider.ts";
+import { deploymentSpecs, deploymentsConfigProblem } from "../deployments.ts";
 
 /** The Anthropic upstream (Messages API; Messages clients are relayed frame by frame, others translated). */
 export default definePlugin({
   name: "anthropic",
   configSchema: AnthropicUpstreamSchema,
+  checkConfig: (config) => deploymentsConfigProblem(config),
   setup(config, host) {
-    host.secret(host.env[config.api_key_env]);
     const provider = createAnthropicProvider({
       name: "anthropic",
-      baseUrl: config.base_url,
-      apiKeyEnv: config.api_key_env,
-      apiKey: host.env[config.api_key_env] || undefined,
+      deployments: deploymentSpecs("anthropic", config, host),
+      retryOn: config.retry_on,
       version: config.anthropic_version,
       passBetas: config.pass_betas,
     });

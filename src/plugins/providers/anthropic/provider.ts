@@ -1,16 +1,18 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import type { UpstreamRoute } from "../../../core/route.ts";
-import { missingKeyError, missingKeyReason } from "../key.ts";
+import type { Deployment } from "../../../core/deployments.ts";
+import { missingKeyError } from "../key.ts";
+import { deploymentBase, deploymentFields, type DeploymentSpec } from "../deployments.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
 import { anthropicMessages, fitThinkingBudget } from "../../../formats/anthropic-messages/index.ts";
 
 export interface AnthropicUpstream {
   name: string;
-  /** Base URL ending before `/v1/messages`. */
-  baseUrl: string;
-  apiKeyEnv: string;
-  apiKey: string | undefined;
+  /** Where it sends, in priority order; each base URL ends before `/v1/messages`. */
+  deployments: readonly DeploymentSpec[];
+  /** The statuses after which the next deployment is tried (config `retry_on`). */
+  retryOn?: readonly number[];
   version: string;
   passBetas: "all" | readonly string[];
 }
@@ -20,24 +22,11 @@ const MAX_BETA_SETS = 64;
 
 /** A provider for the Anthropic Messages API (and any upstream that speaks it). */
 export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
-  const url = upstream.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/v1/messages";
   const allowed = upstream.passBetas === "all" ? null : new Set(upstream.passBetas);
-  const keyHeaders = { "x-api-key": upstream.apiKey ?? "", "anthropic-version": upstream.version };
-  const baseHeaders = upstream.apiKey ? jsonHeaders(keyHeaders) : undefined;
-  // Headers per beta set, built once: clients (Claude Code) send the same few sets on every request, and the
-  // upstream client prepares each header set's request text once.
-  const withBetas = new Map<string, Headers>();
-  const headersFor = (betas: string): Headers => {
-    let headers = withBetas.get(betas);
-    if (headers === undefined) {
-      if (withBetas.size >= MAX_BETA_SETS) withBetas.clear();
-      withBetas.set(betas, (headers = jsonHeaders({ ...keyHeaders, "anthropic-beta": betas })));
-    }
-    return headers;
-  };
+  const deployments = upstream.deployments.map((spec) => anthropicDeployment(upstream, spec, allowed));
   return {
     codecs: [anthropicMessages],
-    unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
+    ...deploymentFields(deployments, upstream.retryOn),
     adjustBody(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute) {
       // A translated client that set no cap gets what its funds allow (budget) or the model's maximum.
       if (!route.relayed && ctx.request.maxOutputTokens === undefined) {
@@ -50,8 +39,29 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
         fitThinkingBudget(body);
       }
     },
+  };
+}
+
+/** One base URL with its key; headers per anthropic-beta set built once. */
+function anthropicDeployment(upstream: AnthropicUpstream, spec: DeploymentSpec, allowed: ReadonlySet<string> | null): Deployment {
+  const url = spec.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/v1/messages";
+  const keyHeaders = { "x-api-key": spec.apiKey ?? "", "anthropic-version": upstream.version };
+  const baseHeaders = spec.apiKey ? jsonHeaders(keyHeaders) : undefined;
+  // Headers per beta set, built once: clients (Claude Code) send the same few sets on every request, and the
+  // upstream client prepares each header set's request text once.
+  const withBetas = new Map<string, Headers>();
+  const headersFor = (betas: string): Headers => {
+    let headers = withBetas.get(betas);
+    if (headers === undefined) {
+      if (withBetas.size >= MAX_BETA_SETS) withBetas.clear();
+      withBetas.set(betas, (headers = jsonHeaders({ ...keyHeaders, "anthropic-beta": betas })));
+    }
+    return headers;
+  };
+  return {
+    ...deploymentBase(spec),
     endpoint(ctx: GatewayContext, route: UpstreamRoute) {
-      if (!upstream.apiKey) throw missingKeyError(ctx.request.model, upstream.name, upstream.apiKeyEnv);
+      if (!spec.apiKey) throw missingKeyError(ctx.request.model, upstream.name, spec.apiKeyEnv);
       // Only a relayed (Messages) client's betas go upstream: a translated body uses no beta feature.
       const betas = route.relayed ? clientBetas(ctx.headers, allowed) : "";
       return { url, headers: betas ? headersFor(betas) : baseHeaders! };

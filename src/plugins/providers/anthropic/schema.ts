@@ -1,10 +1,9 @@
 import { Type, type Static } from "@sinclair/typebox";
+import { DeploymentFields } from "../deployments.ts";
 
 export const AnthropicUpstreamSchema = Type.Object({
-  /** Base URL without /v1 (Anthropic's own: https://api.anthropic.com). */
-  base_url: Type.String({ minLength: 1, pattern: "^https?://" }),
-  /** The environment variable holding the key (the key itself never sits in YAML). */
-  api_key_env: Type.String({ minLength: 1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$" }),
+  /** base_url (without /v1, Anthropic's own: https://api.anthropic.com) and api_key_env, or deployments (providers/deployments.ts). */
+  ...DeploymentFields,
   /** The `anthropic-version` header sent upstream. */
   anthropic_version: Type.String({ minLength: 1, default: "2023-06-01" }),
   /**

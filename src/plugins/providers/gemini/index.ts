@@ -1,18 +1,15 @@
 import { definePlugin } from "../../../core/plugin.ts";
 import { GeminiConfigSchema } from "./schema.ts";
 import { createGeminiProvider } from "./provider.ts";
+import { deploymentSpecs, deploymentsConfigProblem } from "../deployments.ts";
 
 /** The Google Gemini API upstream (generateContent; requests in any client format are translated). */
 export default definePlugin({
   name: "gemini",
   configSchema: GeminiConfigSchema,
+  checkConfig: (config) => deploymentsConfigProblem(config),
   setup(config, host) {
-    host.secret(host.env[config.api_key_env]);
-    const provider = createGeminiProvider({
-      baseUrl: config.base_url,
-      apiKeyEnv: config.api_key_env,
-      apiKey: host.env[config.api_key_env] || undefined,
-    });
+    const provider = createGeminiProvider({ deployments: deploymentSpecs("gemini", config, host), retryOn: config.retry_on });
     return { providers: { gemini: provider } };
   },
 });

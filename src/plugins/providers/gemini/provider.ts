@@ -1,15 +1,16 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
-import { missingKeyError, missingKeyReason } from "../key.ts";
+import type { Deployment } from "../../../core/deployments.ts";
+import { missingKeyError } from "../key.ts";
+import { deploymentBase, deploymentFields, type DeploymentSpec } from "../deployments.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
 import { gemini } from "./codec.ts";
 
 export interface GeminiUpstream {
-  /** Base URL before `/v1beta`, e.g. https://generativelanguage.googleapis.com. */
-  baseUrl: string;
-  /** Name of the environment variable that holds the key (for the 503 message). */
-  apiKeyEnv: string;
-  apiKey: string | undefined;
+  /** Where it sends, in priority order; each base URL before `/v1beta`, e.g. https://generativelanguage.googleapis.com. */
+  deployments: readonly DeploymentSpec[];
+  /** The statuses after which the next deployment is tried (config `retry_on`). */
+  retryOn?: readonly number[];
 }
 
 /**
@@ -24,16 +25,22 @@ export function geminiUrl(baseUrl: string, upstreamModel: string, stream: boolea
 
 /** The Gemini API upstream: every client format is translated to generateContent. */
 export function createGeminiProvider(upstream: GeminiUpstream): Provider {
-  const headers = upstream.apiKey ? jsonHeaders({ "x-goog-api-key": upstream.apiKey }) : undefined;
   return {
     codecs: [gemini],
-    unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
+    ...deploymentFields(upstream.deployments.map(geminiDeployment), upstream.retryOn),
     adjustBody(body: Record<string, unknown>, ctx: GatewayContext) {
       if (ctx.upstreamOutputCap !== undefined) applyOutputCap(body, ctx.upstreamOutputCap);
     },
+  };
+}
+
+function geminiDeployment(spec: DeploymentSpec): Deployment {
+  const headers = spec.apiKey ? jsonHeaders({ "x-goog-api-key": spec.apiKey }) : undefined;
+  return {
+    ...deploymentBase(spec),
     endpoint(ctx: GatewayContext) {
-      if (!headers) throw missingKeyError(ctx.request.model, "gemini", upstream.apiKeyEnv);
-      return { url: geminiUrl(upstream.baseUrl, ctx.target!.upstreamModel, ctx.request.stream), headers };
+      if (!headers) throw missingKeyError(ctx.request.model, "gemini", spec.apiKeyEnv);
+      return { url: geminiUrl(spec.baseUrl, ctx.target!.upstreamModel, ctx.request.stream), headers };
     },
   };
 }

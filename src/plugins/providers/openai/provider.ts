@@ -1,7 +1,9 @@
 import type { GatewayContext } from "../../../core/context.ts";
 import type { Provider } from "../../../core/plugin.ts";
 import type { UpstreamRoute } from "../../../core/route.ts";
-import { missingKeyError, missingKeyReason } from "../key.ts";
+import type { Deployment } from "../../../core/deployments.ts";
+import { missingKeyError } from "../key.ts";
+import { deploymentBase, deploymentFields, type DeploymentSpec } from "../deployments.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
 import { openaiChat } from "../../../formats/openai-chat/index.ts";
 import { openaiResponses } from "../../../formats/openai-responses/index.ts";
@@ -10,11 +12,10 @@ import { openaiImages } from "../../../formats/openai-images/index.ts";
 export interface OpenAIWireUpstream {
   /** Provider name, as the catalog's `provider` field names it. */
   name: string;
-  /** Base URL ending before `/chat/completions`, e.g. https://api.openai.com/v1. */
-  baseUrl: string;
-  /** Name of the environment variable that holds the key (for the 503 message). */
-  apiKeyEnv: string;
-  apiKey: string | undefined;
+  /** Where it sends, in priority order; each base URL ends before `/chat/completions`, e.g. https://api.openai.com/v1. */
+  deployments: readonly DeploymentSpec[];
+  /** The statuses after which the next deployment is tried (config `retry_on`). */
+  retryOn?: readonly number[];
   /** Where the budget's output cap goes when the client set none: OpenAI wants max_completion_tokens, compatible vendors max_tokens. */
   outputCapField: "max_completion_tokens" | "max_tokens";
   /** Also serves the Responses API natively at `{base_url}/responses` (OpenAI itself; compatible vendors do not). */
@@ -31,14 +32,10 @@ export function capOutput(body: Record<string, unknown>, field: string, cap: num
 
 /** A provider for any upstream that speaks OpenAI chat completions. */
 export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider {
-  const baseUrl = upstream.baseUrl.replace(/\/+$/, "");
-  const url = baseUrl + "/chat/completions";
-  const responsesUrl = baseUrl + "/responses";
-  const imagesUrl = baseUrl + "/images/generations";
-  const headers = upstream.apiKey ? jsonHeaders({ authorization: `Bearer ${upstream.apiKey}` }) : undefined;
+  const deployments = upstream.deployments.map((spec) => openaiDeployment(upstream.name, spec));
   return {
     codecs: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
-    unavailableReason: missingKeyReason(upstream.apiKey, upstream.apiKeyEnv),
+    ...deploymentFields(deployments, upstream.retryOn),
     adjustBody(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute) {
       if (route.codec === openaiImages) return; // priced by size and quality: no output cap field
       // The cap the budget's hold assumed always goes upstream: an honest upstream never bills past the hold.
@@ -54,8 +51,20 @@ export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider
         if (body.max_completion_tokens != null) capOutput(body, "max_completion_tokens", cap);
       }
     },
+  };
+}
+
+/** One base URL with its key: the chat, Responses and images URLs under it, headers built once. */
+function openaiDeployment(provider: string, spec: DeploymentSpec): Deployment {
+  const baseUrl = spec.baseUrl.replace(/\/+$/, "");
+  const url = baseUrl + "/chat/completions";
+  const responsesUrl = baseUrl + "/responses";
+  const imagesUrl = baseUrl + "/images/generations";
+  const headers = spec.apiKey ? jsonHeaders({ authorization: `Bearer ${spec.apiKey}` }) : undefined;
+  return {
+    ...deploymentBase(spec),
     endpoint(ctx: GatewayContext, route: UpstreamRoute) {
-      if (!headers) throw missingKeyError(ctx.request.model, upstream.name, upstream.apiKeyEnv);
+      if (!headers) throw missingKeyError(ctx.request.model, provider, spec.apiKeyEnv);
       const target = route.codec === openaiResponses ? responsesUrl : route.codec === openaiImages ? imagesUrl : url;
       return { url: target, headers };
     },

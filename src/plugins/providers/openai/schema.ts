@@ -1,8 +1,9 @@
 import { Type, type Static } from "@sinclair/typebox";
+import { DeploymentFields } from "../deployments.ts";
 
-export const OpenAIUpstreamSchema = Type.Object({
-  base_url: Type.String({ minLength: 1, pattern: "^https?://" }),
-  /** The environment variable holding the key (the key itself never sits in YAML). */
-  api_key_env: Type.String({ minLength: 1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$" }),
-});
+/**
+ * An OpenAI-speaking upstream: `base_url` + `api_key_env` (each may be a comma-separated list: one deployment
+ * per entry) or a `deployments` list (src/plugins/providers/deployments.ts).
+ */
+export const OpenAIUpstreamSchema = Type.Object({ ...DeploymentFields });
 export type OpenAIUpstreamConfig = Static<typeof OpenAIUpstreamSchema>;

@@ -36,7 +36,7 @@ function chatContext(body: Record<string, unknown>, upstreamModel = "gemini-2.5-
   } as unknown as GatewayContext;
 }
 
-const provider = () => createGeminiProvider({ baseUrl: fake.url + "/", apiKeyEnv: "GEMINI_API_KEY", apiKey: "gm-upstream-key" });
+const provider = () => createGeminiProvider({ deployments: [{ name: "gemini#1", weight: 1, baseUrl: fake.url + "/", apiKeyEnv: "GEMINI_API_KEY", apiKey: "gm-upstream-key" }] });
 
 describe("gemini provider", () => {
   it("declares the gemini format only (every client format is translated)", () => {
@@ -88,7 +88,7 @@ describe("gemini provider", () => {
   });
 
   it("answers 503 naming GEMINI_API_KEY when no key is configured, without calling upstream", async () => {
-    const keyless = createGeminiProvider({ baseUrl: fake.url, apiKeyEnv: "GEMINI_API_KEY", apiKey: undefined });
+    const keyless = createGeminiProvider({ deployments: [{ name: "gemini#1", weight: 1, baseUrl: fake.url, apiKeyEnv: "GEMINI_API_KEY", apiKey: undefined }] });
     const ctx = chatContext({ model: "gemini-4-carbon", messages: [{ role: "user", content: "hi" }] });
     const error = await sendVia(keyless, ctx, bodyFor(keyless, ctx)).catch((thrown) => thrown);
     expect(error).toBeInstanceOf(ProviderUnavailableError);
