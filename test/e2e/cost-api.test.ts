@@ -208,6 +208,30 @@ describe("GET /v1/generation", () => {
     expect(byCompletionId.body).toEqual(byRequestId.body);
   });
 
+  it("keeps every upstream attempt on the record: one deployment, one attempt that answered, in /v1/generation and the admin request log", async () => {
+    const { key, accountId } = await t.newAccountWithKey({ credit: 10 });
+    const d = { usage: { prompt_tokens: 12, completion_tokens: 3 }, delay_ms: 15 };
+    const request = { model: "gpt-6.2-sol", messages: [{ role: "user" as const, content: `attempts ${directive(d)}` }] };
+    const { response } = await t.client(key).chat.completions.create(request).withResponse();
+    const requestId = response.headers.get("x-gateway-request-id")!;
+
+    const record = (await get(`/v1/generation?id=${requestId}`, key)).body.data;
+    expect(record.attempts).toHaveLength(1);
+    const [attempt] = record.attempts;
+    expect(Object.keys(attempt).sort()).toEqual(["deployment", "error_class", "latency_ms", "status"]);
+    expect(attempt).toMatchObject({ status: 200, error_class: null });
+    expect(attempt.deployment).toBe("openai#1");
+    expect(Number.isInteger(attempt.latency_ms)).toBe(true);
+    expect(attempt.latency_ms).toBeGreaterThanOrEqual(15);
+    expect(attempt.latency_ms).toBeLessThanOrEqual(record.latency_ms);
+    expect(record.deployment).toBe(attempt.deployment);
+
+    // The admin request log shows the same, queued or stored.
+    const log = await t.admin("GET", `/admin/v1/accounts/${accountId}/requests`);
+    const row = log.body.data.find((r: { id: string }) => r.id === requestId);
+    expect(row).toMatchObject({ deployment: attempt.deployment, attempts: record.attempts });
+  });
+
   it("finds a STREAMED request the moment its stream ends, by the request id header and by the chunk id", async () => {
     const { key } = await t.newAccountWithKey({ credit: 10 });
     const d = { usage: { prompt_tokens: 3001, completion_tokens: 777, cached_tokens: 1499, cache_write_tokens: 13, reasoning_tokens: 101 }, chunk_delay_ms: 5 };

@@ -11,9 +11,6 @@
  *   the record          GET /v1/generation?id=<x-gateway-request-id>: status, cost and `attempts`
  *                       [{deployment, status, error_class, latency_ms}]
  *   the deployments     how many requests each one received
- *
- * Scenarios whose implementation has not landed yet are `it.todo` with their body ready (`bun test --todo`
- * runs them).
  */
 import { afterAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -587,27 +584,20 @@ for (const scenario of SCENARIOS) {
   });
 }
 
-/**
- * upstream-health's keeper ignores a transition from Redis for a deployment this instance has not asked for
- * yet (keeper.ts apply: "never asked for here"), so an instance that has not yet served the provider sends
- * its first requests to a deployment whose breaker another instance opened.
- */
+/** An instance that has not served the provider yet still skips a deployment whose breaker another instance opened. */
 describe("breaker state shared by two instances via Redis: an instance that has not served the provider yet", () => {
   for (const format of FORMATS) {
     for (const stream of MODES) {
-      it.todo(`breaker state shared by two instances via Redis, second instance cold (${format}, ${stream ? "stream" : "non-stream"})`, () => sharedBreaker(format, stream, false));
+      it(`breaker state shared by two instances via Redis, second instance cold (${format}, ${stream ? "stream" : "non-stream"})`, () => sharedBreaker(format, stream, false));
     }
   }
 });
 
-/**
- * The shared vocabulary (src/core/deployments.ts) names a failure after bytes reached the client
- * `broken_stream`; today the record keeps that attempt with error_class null (as if it had answered).
- */
+/** A failure after bytes reached the client is on the record as `broken_stream` (src/core/deployments.ts). */
 describe("reset after the first byte → no retry, well-formed error, billed delivered: the attempt's error class", () => {
   for (const format of FORMATS) {
     for (const stream of MODES) {
-      it.todo(`reset after the first byte → the record's attempt says broken_stream (${format}, ${stream ? "stream" : "non-stream"})`, () =>
+      it(`reset after the first byte → the record's attempt says broken_stream (${format}, ${stream ? "stream" : "non-stream"})`, () =>
         withRig({}, async (rig) => {
           rig.deployments[0]!.script({ resetAfterFirstText: true });
           const { key } = await rig.account();
