@@ -63,8 +63,14 @@ export async function sendWithAttempts(
   route: UpstreamRoute,
   body: Record<string, unknown>,
 ): Promise<{ response: UpstreamResponse; answered: Answered | undefined }> {
-  const candidates = candidatesFor(host, ctx, providerName, provider, route);
-  if (candidates.length === 0) throw refusal(host, providerName, provider, `every deployment of provider ${providerName} is resting after failures (open breakers, Retry-After waits)`);
+  let candidates: readonly Deployment[];
+  try {
+    candidates = candidatesFor(host, ctx, providerName, provider, route);
+  } catch (error) {
+    if (error instanceof ProviderUnavailableError) PROVIDER_FAILURES.add(error);
+    throw error;
+  }
+  if (candidates.length === 0) throw providerFailed(refusal(host, providerName, provider, `every deployment of provider ${providerName} is resting after failures (open breakers, Retry-After waits)`));
   const firstMono = performance.now();
   const failures: Failure[] = [];
   for (let index = 0; index < candidates.length; index++) {
@@ -78,7 +84,24 @@ export async function sendWithAttempts(
     result.response?.body?.getReader().cancel().catch(() => {}); // its slot and connection go back
     result.response = undefined;
   }
-  throw await exhausted(host, providerName, provider, route.codec, failures);
+  throw providerFailed(await exhausted(host, providerName, provider, route.codec, failures));
+}
+
+/** The errors that say the provider could not answer at all (every deployment failed retryably, or none can serve). */
+const PROVIDER_FAILURES = new WeakSet<object>();
+
+function providerFailed(error: GatewayError): GatewayError {
+  PROVIDER_FAILURES.add(error);
+  return error;
+}
+
+/**
+ * Whether `sendWithAttempts` threw this because the provider could not answer: every deployment failed for a
+ * retried reason (or none could serve), before any byte reached the client. Such a request may go to a fallback
+ * model; a client's abort, its deadline or a refusal of the request itself never does.
+ */
+export function isProviderFailure(error: unknown): boolean {
+  return typeof error === "object" && error !== null && PROVIDER_FAILURES.has(error);
 }
 
 /**

@@ -45,6 +45,13 @@ export interface GatewayContext {
   canonical?: CanonicalChatRequest;
   /** Writer: the router (catalog plugin); a later plugin may re-route (sandbox). */
   target?: Target;
+  /**
+   * Models to try, in order, when every deployment of the target's provider failed retryably before any byte
+   * reached the client (the catalog's `fallbacks`; absent: none). Writer: the router (catalog).
+   */
+  fallbacks?: readonly string[];
+  /** The model the client asked for, once a fallback replaced it in `request.model`. Writer: the router (catalog). */
+  requestedModel?: string;
   /** The body sent upstream. Writer: the provider; `onUpstreamRequest` hooks may rewrite it. */
   upstreamBody?: Record<string, unknown>;
   /**

@@ -9,7 +9,7 @@ import { StreamSession, type StreamHost } from "./stream-session.ts";
 import { clientLeft, failure, readError } from "./request-outcome.ts";
 import { routeFor, type TranslatedRoute, type UpstreamRoute } from "./route.ts";
 import { buildUpstreamBody } from "./upstream.ts";
-import { endAttempts, sendWithAttempts, upstreamFailure, type Answered, type AttemptHost } from "./attempts.ts";
+import { endAttempts, isProviderFailure, sendWithAttempts, upstreamFailure, type Answered, type AttemptHost } from "./attempts.ts";
 import { isDeploymentHealth } from "./deployments.ts";
 import type { IngressFormat, RelayedFrame, StreamRelay, UpstreamCodec, UpstreamTranslation, WireFormat } from "./format.ts";
 import { nanoToUsd } from "./money.ts";
@@ -32,6 +32,14 @@ interface Upstream {
   route: UpstreamRoute;
 }
 
+/** A request ready for one provider's attempt loop. */
+interface Prepared {
+  providerName: string;
+  provider: Provider;
+  route: UpstreamRoute;
+  body: Record<string, unknown>;
+}
+
 
 /** Runs plugin hooks around one upstream call per request: the core of the gateway. */
 export class Pipeline implements Gateway {
@@ -43,6 +51,7 @@ export class Pipeline implements Gateway {
   private readonly bodies: RequestBodies;
   private readonly providers = new Map<string, Provider>();
   private readonly upstreamHooks: Stage[];
+  private readonly fallbackHooks: Stage[];
   private readonly responseHooks: Stage[];
   private readonly streamHooks: Stage[];
   private readonly signals: RequestSignals;
@@ -82,6 +91,7 @@ export class Pipeline implements Gateway {
       logError: (message, fields) => this.log.error(message, fields),
     };
     this.upstreamHooks = stages.filter((s) => s.instance.onUpstreamRequest);
+    this.fallbackHooks = stages.filter((s) => s.instance.onFallback);
     this.responseHooks = stages.filter((s) => s.instance.onResponse).reverse();
     this.streamHooks = stages.filter((s) => s.instance.onStreamEvent).reverse();
     for (const { name, instance } of stages) {
@@ -216,22 +226,83 @@ export class Pipeline implements Gateway {
     };
   }
 
+  /**
+   * The upstream's answer: from the target's provider (the attempt loop over its deployments), else, when every
+   * deployment failed retryably before any byte reached the client, from each of the model's fallbacks in turn
+   * (ctx.fallbacks, the catalog's `fallbacks`), each after the onFallback hooks pointed ctx at it.
+   */
   private async callUpstream(ctx: GatewayContext, ingress: IngressFormat): Promise<Upstream> {
+    const fallbacks = ctx.fallbacks ?? [];
+    const firstProvider = ctx.target?.provider;
+    let next = 0;
+    let failure: unknown;
+    let prepared: Prepared | undefined = await this.prepareUpstream(ctx, ingress, false);
+    for (;;) {
+      if (prepared) {
+        try {
+          return await this.sendPrepared(ctx, prepared);
+        } catch (error) {
+          if (!isProviderFailure(error) || ctx.signal.aborted) throw error;
+          failure = error;
+        }
+      }
+      if (next >= fallbacks.length) throw failure;
+      const model = fallbacks[next++]!;
+      prepared = await this.enterFallback(ctx, ingress, model, firstProvider);
+    }
+  }
+
+  /** Points ctx at a fallback model and builds its request; undefined (ctx back as it was) when it cannot be tried. */
+  private async enterFallback(ctx: GatewayContext, ingress: IngressFormat, model: string, firstProvider: string | undefined): Promise<Prepared | undefined> {
+    const previous = ctx.request.model;
+    try {
+      for (const stage of this.fallbackHooks) {
+        const pending = stage.instance.onFallback!(ctx, model);
+        if (pending) await pending;
+      }
+      const prepared = await this.prepareUpstream(ctx, ingress, ctx.target?.provider !== firstProvider);
+      this.log.warn("every deployment failed; trying a fallback model", { request_id: ctx.requestId, from: previous, model, provider: ctx.target?.provider });
+      return prepared;
+    } catch (error) {
+      this.log.warn("fallback model skipped", { request_id: ctx.requestId, model, reason: (error as Error)?.message ?? String(error) });
+      try {
+        for (const stage of this.fallbackHooks) await stage.instance.onFallback!(ctx, previous);
+      } catch {
+        // Back to the model that was tried: its hold was taken already, nothing can refuse it.
+      }
+      return undefined;
+    }
+  }
+
+  /**
+   * The route and the upstream body for ctx.target. `crossProvider` (a fallback served by another provider than
+   * the first): translated through the canonical request when the formats allow it, never relayed, so no state
+   * bound to the first provider (a thinking block's signature, an encrypted reasoning item) reaches the second.
+   */
+  private async prepareUpstream(ctx: GatewayContext, ingress: IngressFormat, crossProvider: boolean): Promise<Prepared> {
     const target = ctx.target;
     if (!target) throw new GatewayError("no plugin routed the request (is the catalog plugin enabled?)");
     const provider = this.providers.get(target.provider);
     if (!provider) {
       throw new ProviderUnavailableError(`model "${ctx.request.model}" is served by provider "${target.provider}", which is not enabled in this gateway's configuration`);
     }
-    const route = routeFor(ingress, provider.codecs, ctx.request.model);
+    let route = routeFor(ingress, provider.codecs, ctx.request.model);
+    if (crossProvider && route.relayed && ingress.translation && route.codec.translation) {
+      route = { relayed: false, ingress: ingress as TranslatedRoute["ingress"], codec: route.codec as TranslatedRoute["codec"] };
+    }
     ctx.upstreamBody = buildUpstreamBody(ctx, provider, route);
     for (const stage of this.upstreamHooks) {
       const pending = stage.instance.onUpstreamRequest!(ctx);
       if (pending) await pending;
     }
-    const { response, answered } = await sendWithAttempts(this.attemptHost, ctx, target.provider, provider, route, ctx.upstreamBody);
+    return { providerName: target.provider, provider, route, body: ctx.upstreamBody };
+  }
+
+  private async sendPrepared(ctx: GatewayContext, prepared: Prepared): Promise<Upstream> {
+    const { providerName, provider, route, body } = prepared;
+    const { response, answered } = await sendWithAttempts(this.attemptHost, ctx, providerName, provider, route, body);
     this.signals.touch(ctx.signal); // the upstream answered: from now on its silence is timed
-    if (!response.ok) throw await upstreamFailure(response, route.codec, target.provider);
+    if (!response.ok) throw await upstreamFailure(response, route.codec, providerName);
     if (answered) this.answering.set(ctx, answered);
     return { response, route };
   }

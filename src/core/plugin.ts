@@ -133,6 +133,13 @@ export interface PluginInstance<Provides = unknown> {
    * nothing is held or billed for it. May throw a GatewayError.
    */
   onLocalRequest?(ctx: GatewayContext): void | Promise<void>;
+  /**
+   * In pipeline order, before the core sends the request to the fallback model `model` (a catalog id from
+   * `ctx.fallbacks`: every deployment of the previous model's provider failed, retryably, before any byte reached
+   * the client). The router points ctx at it (ctx.request.model, ctx.target); the budget makes sure the hold covers
+   * it. Throwing skips that fallback (the core then runs these hooks again with the model it came from).
+   */
+  onFallback?(ctx: GatewayContext, model: string): void | Promise<void>;
   /** In pipeline order; last rewrite of `ctx.upstreamBody`. */
   onUpstreamRequest?(ctx: GatewayContext): void | Promise<void>;
   /** Reverse order; non-streaming answers, after usage is known, before the body is sent. */

@@ -48,6 +48,8 @@ export default definePlugin({
       onRequest: refuseUnlisted,
       // count_tokens: a key counts only for the models it may call.
       onLocalRequest: refuseUnlisted,
+      // A fallback model the key may not call is skipped (the catalog pointed request.model at it already).
+      onFallback: refuseUnlisted,
     };
   },
 });

@@ -224,6 +224,30 @@ export default definePlugin({
         ctx.heldNano = held;
         ctx.log.reserved_nano = held;
       },
+      /**
+       * A fallback model (the catalog pointed ctx.model at it): its worst case, with the output cap already sent
+       * (never above its own maximum), must fit the hold; the hold is extended from free funds when it does not,
+       * and the fallback is skipped (a throw) when they cannot cover it.
+       */
+      async onFallback(ctx) {
+        const model = ctx.model!;
+        const clientMaxOutput = ctx.request.maxOutputTokens;
+        if (clientMaxOutput !== undefined && model.kind === "chat" && clientMaxOutput > model.max_output_tokens) {
+          throw new InvalidRequestError(`${outputCapParam(ctx)}=${clientMaxOutput} is above the maximum output of fallback model "${model.id}"`);
+        }
+        const promptTokens = ctx.promptTokenBound ?? 0;
+        const prices = catalog.pricesFor(model, promptTokens, new Date(ctx.startedAt));
+        const outputCap = Math.min(ctx.upstreamOutputCap ?? model.max_output_tokens, model.max_output_tokens);
+        const worst = promptTokens * Math.max(prices.input, prices.cacheRead, prices.cacheWrite) + outputCap * prices.output;
+        const held = ctx.heldNano ?? 0;
+        if (worst > held) {
+          const extra = worst - held;
+          const granted = await service.extendHold(ctx, extra);
+          if (granted < extra) throw new InvalidRequestError(`the funds free do not cover fallback model "${model.id}"'s worst case`);
+        }
+        ctx.upstreamOutputCap = outputCap;
+        ctx.log.reserved_nano = ctx.heldNano;
+      },
       routes(app) {
         // Under /admin/: the admin plugin's token check guards it before parsing.
         app.get("/admin/v1/plans", () => ({ data: config.plans }), { detail: listPlansDocs });

@@ -150,9 +150,23 @@ export function parseCatalog(text: string, file: string, now?: Date | Clock): Ca
     const model = validateEntry(raw, fail);
     if (seen.has(model.id)) fail("id", `duplicate id "${model.id}"`);
     seen.add(model.id);
-    return compileModel(model, fail);
+    return { compiled: compileModel(model, fail), fail };
   });
-  return new Catalog(compiled, clock, file);
+  const byId = new Map(compiled.map(({ compiled: c }) => [c.model.id, c.model]));
+  for (const { compiled: { model }, fail } of compiled) {
+    (model.fallbacks ?? []).forEach(function checkFallback(id, i) {
+      const field = `fallbacks[${i}]`;
+      const other = byId.get(id);
+      if (id === model.id) fail(field, `a model cannot be its own fallback`);
+      if (!other) fail(field, `"${id}" is not a model of this catalog`);
+      if (other!.kind !== model.kind) fail(field, `"${id}" is a ${other!.kind} model; a ${model.kind} model's fallbacks must be ${model.kind} models`);
+    });
+  }
+  return new Catalog(
+    compiled.map(({ compiled: c }) => c),
+    clock,
+    file,
+  );
 }
 
 type Fail = (field: string, problem: string) => never;

@@ -22,6 +22,9 @@ declare module "../../core/context.ts" {
   }
 }
 
+/** The catalog id of the model that answered (a fallback's when one did). */
+const MODEL_HEADER = "x-gateway-model";
+
 /** Ingress formats that serve chat models only; image models are reached at /v1/images/generations. */
 const CHAT_INGRESSES = new Set(["openai-chat", "anthropic-messages", "openai-responses"]);
 /** Ingress formats that serve image models only (chat models are a 400 there). */
@@ -64,12 +67,28 @@ export default definePlugin({
       }
       ctx.model = model;
       ctx.target = { provider: model.provider, upstreamModel: model.upstream_model };
+      if (model.fallbacks !== undefined && model.fallbacks.length > 0) ctx.fallbacks = model.fallbacks;
+    }
+
+    /** The request goes to a fallback model (or back to the one it came from): the route, the answer's `model`, the header. */
+    function fallBack(ctx: GatewayContext, id: string): void {
+      const model = catalog.get(id);
+      if (!model) throw new GatewayError(`fallback model "${id}" is not in the catalog`);
+      if (ctx.requestedModel === undefined) ctx.log.requested_model = ctx.requestedModel = ctx.request.model;
+      ctx.request.model = model.id;
+      ctx.model = model;
+      ctx.target = { provider: model.provider, upstreamModel: model.upstream_model };
+      ctx.responseHeaders[MODEL_HEADER] = model.id;
     }
 
     return {
       provides: catalog,
 
-      onRequest: resolveModel,
+      onRequest(ctx) {
+        resolveModel(ctx);
+        ctx.responseHeaders[MODEL_HEADER] = ctx.model!.id;
+      },
+      onFallback: fallBack,
       // count_tokens is routed the same way: an unknown model gets the same 400.
       onLocalRequest: resolveModel,
 

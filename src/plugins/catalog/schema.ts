@@ -80,6 +80,11 @@ export const CatalogEntrySchema = Type.Object(
     capabilities: CapabilitiesSchema,
     /** Release date. */
     created: IsoDate,
+    /**
+     * Other catalog ids (same kind) tried in order when every deployment of this model's provider failed
+     * retryably before any byte reached the client; their own fallbacks are not followed. Default: none.
+     */
+    fallbacks: Type.Optional(Type.Array(Type.String({ pattern: "^[^\\s/]+$" }), { uniqueItems: true })),
     /** Default: text, plus image when `capabilities.vision` (chat); text (image). */
     input_modalities: Type.Optional(Type.Array(Modality, { minItems: 1, uniqueItems: true })),
     /** Default: text (chat); image (image). */

@@ -255,6 +255,18 @@ describe("loadCatalog validation", () => {
     expect(loadError(noId)).toContain("models[1]: id:");
   });
 
+  it("checks fallbacks: known ids of the same kind, not the model itself", () => {
+    const other = { ...good, id: "other-model" };
+    const c = parseCatalog(JSON.stringify({ models: [{ ...good, fallbacks: ["other-model"] }, other] }), "inline.yaml");
+    expect(c.get("test-model")!.fallbacks).toEqual(["other-model"]);
+    expect(c.get("other-model")!.fallbacks).toBeUndefined();
+    const reject = (models: unknown[]) => () => parseCatalog(JSON.stringify({ models }), "f.yaml");
+    expect(reject([{ ...good, fallbacks: ["nope"] }])).toThrow(/model "test-model": fallbacks\[0\]: "nope" is not a model of this catalog/);
+    expect(reject([{ ...good, fallbacks: ["test-model"] }])).toThrow(/fallbacks\[0\]: a model cannot be its own fallback/);
+    const image = { ...good, id: "pic", kind: "image", output_modalities: ["image"] };
+    expect(reject([{ ...good, fallbacks: ["pic"] }, image])).toThrow(/fallbacks\[0\]: "pic" is a image model; a chat model's fallbacks must be chat models/);
+  });
+
   it("rejects a file without a models list, or that is not YAML", () => {
     expect(() => parseCatalog("models: {}", "x.yaml")).toThrow(/^x\.yaml: expected a top-level `models:` list/);
     expect(() => parseCatalog("models: [", "y.yaml")).toThrow(/^y\.yaml: invalid YAML/);

@@ -60,7 +60,7 @@ const catalogFile = join(import.meta.dir, "../../../catalog.yaml");
 const instance = await catalogPlugin.setup({ file: catalogFile }, hostWith(true));
 
 function context(model: string, ingress = "openai-chat"): GatewayContext {
-  return { request: { model }, ingress: { name: ingress } as WireFormat } as unknown as GatewayContext;
+  return { request: { model }, ingress: { name: ingress } as WireFormat, responseHeaders: {}, log: {} } as unknown as GatewayContext;
 }
 
 function app(plugin = instance) {
@@ -86,6 +86,8 @@ describe("catalog plugin", () => {
     expect(ctx.model?.id).toBe("llama-4-scout-17b-16e-instruct");
     // The id carries no provider prefix; the upstream's own name keeps Groq's.
     expect(ctx.target).toEqual({ provider: "groq", upstreamModel: "meta-llama/llama-4-scout-17b-16e-instruct" });
+    expect(ctx.responseHeaders["x-gateway-model"]).toBe("llama-4-scout-17b-16e-instruct");
+    expect(ctx.fallbacks).toBeUndefined();
   });
 
   it("rejects ids with another case or a provider prefix as unknown models", () => {
