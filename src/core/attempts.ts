@@ -13,8 +13,10 @@ import type { UpstreamResponse } from "../transport/transport.ts";
 
 /** The server's attempt settings (plugins-config.yaml `server`). */
 export interface AttemptSettings {
-  /** One attempt's wait for answer headers; 0 = none. */
+  /** One streamed attempt's wait for answer headers; 0 = none. */
   firstByteTimeoutMs: number;
+  /** A non-streamed attempt's (its headers come with the whole answer); 0 = none. */
+  firstByteTimeoutNonStreamMs: number;
   maxAttempts: number;
   /** No new attempt starts this long after the first began. */
   budgetMs: number;
@@ -134,7 +136,8 @@ async function attemptOnce(
 ): Promise<{ response: UpstreamResponse; answered: Answered | undefined } | Failure> {
   host.health?.started(providerName, deployment);
   const startedMono = performance.now();
-  const attempt = attemptSignal(ctx.signal, host.settings.firstByteTimeoutMs);
+  const firstByteMs = ctx.request.stream ? host.settings.firstByteTimeoutMs : host.settings.firstByteTimeoutNonStreamMs;
+  const attempt = attemptSignal(ctx.signal, firstByteMs);
   let response: UpstreamResponse;
   try {
     response = await sendUpstream(ctx, provider, route, body, deployment, attempt.signal);

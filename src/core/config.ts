@@ -18,10 +18,16 @@ export const ServerConfigSchema = Type.Object({
   /** Longest silence of an upstream once it has started answering (headers sent); 0 = none. Reasoning models may think for minutes. */
   upstream_idle_timeout_ms: Type.Integer({ minimum: 0, default: 300_000 }),
   /**
-   * Longest wait for one attempt's answer headers (its first byte): past it the next deployment is tried
-   * (core/attempts.ts). Separate from the idle timeout (silence mid-answer) and the request's cap. 0 = none.
+   * Longest wait for one streamed attempt's answer headers (its first byte): past it the next deployment is
+   * tried (core/attempts.ts). A stream's headers come as generation starts. Separate from the idle timeout
+   * (silence mid-answer) and the request's cap. 0 = none.
    */
   upstream_first_byte_timeout_ms: Type.Integer({ minimum: 0, default: 60_000 }),
+  /**
+   * The same for a non-streamed attempt, whose headers come only with the whole answer: a reasoning model may
+   * think for minutes, so the default is the idle timeout's (a request given up costs the upstream's bill). 0 = none.
+   */
+  upstream_first_byte_timeout_non_stream_ms: Type.Integer({ minimum: 0, default: 300_000 }),
   /** Most upstream attempts (deployments tried) per request. */
   upstream_max_attempts: Type.Integer({ minimum: 1, maximum: 16, default: 3 }),
   /** No new attempt starts this long after a request's first one began. */

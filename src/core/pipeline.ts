@@ -78,7 +78,10 @@ export class Pipeline implements Gateway {
     this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
     this.addresses = new ClientAddresses(server.trusted_proxies);
     this.attemptHost = {
-      settings: { firstByteTimeoutMs: server.upstream_first_byte_timeout_ms, maxAttempts: server.upstream_max_attempts, budgetMs: server.upstream_attempts_budget_ms },
+      settings: {
+        firstByteTimeoutMs: server.upstream_first_byte_timeout_ms,
+        firstByteTimeoutNonStreamMs: server.upstream_first_byte_timeout_non_stream_ms,
+        maxAttempts: server.upstream_max_attempts, budgetMs: server.upstream_attempts_budget_ms },
       health: stages.map((stage) => stage.instance.provides).find(isDeploymentHealth),
       log,
       now,

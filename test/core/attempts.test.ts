@@ -92,9 +92,17 @@ function context(): GatewayContext {
   } as unknown as GatewayContext;
 }
 
-function host(options: { maxAttempts?: number; budgetMs?: number; firstByteTimeoutMs?: number; health?: DeploymentHealth } = {}): AttemptHost {
+function host(
+  options: { maxAttempts?: number; budgetMs?: number; firstByteTimeoutMs?: number; firstByteTimeoutNonStreamMs?: number; health?: DeploymentHealth } = {},
+): AttemptHost {
+  const firstByteTimeoutMs = options.firstByteTimeoutMs ?? 0;
   return {
-    settings: { maxAttempts: options.maxAttempts ?? 3, budgetMs: options.budgetMs ?? 30_000, firstByteTimeoutMs: options.firstByteTimeoutMs ?? 0 },
+    settings: {
+      maxAttempts: options.maxAttempts ?? 3,
+      budgetMs: options.budgetMs ?? 30_000,
+      firstByteTimeoutMs,
+      firstByteTimeoutNonStreamMs: options.firstByteTimeoutNonStreamMs ?? firstByteTimeoutMs,
+    },
     health: options.health,
     log: createLogger("test", { silent: true }),
     now: Date.now,
@@ -135,6 +143,20 @@ describe("attempts", () => {
     expect(status).toBe(200);
     expect(sent).toEqual(["a", "b", "c", "d"]);
     expect(ctx.attempts.map((record) => record.error_class)).toEqual(["connection", "auth", "timeout", null]);
+  });
+
+  it("times a streamed attempt's first byte with the stream setting and a non-streamed one with its own, longer one", async () => {
+    const settings = { maxAttempts: 2, firstByteTimeoutMs: 30, firstByteTimeoutNonStreamMs: 2_000 };
+    const nonStream = fakeProvider({ a: [{ hangMs: 200 }], b: [{ status: 200 }] });
+    const patient = await attempt(host(settings), nonStream.provider);
+    expect(nonStream.sent).toEqual(["a"]); // 200 ms of thinking is no timeout for a whole answer
+    expect(patient.ctx.attempts.map((record) => record.error_class)).toEqual([null]);
+    const streamed = fakeProvider({ a: [{ hangMs: 200 }], b: [{ status: 200 }] });
+    const ctx = context();
+    (ctx.request as { stream: boolean }).stream = true;
+    const quick = await attempt(host(settings), streamed.provider, ctx);
+    expect(streamed.sent).toEqual(["a", "b"]);
+    expect(quick.ctx.attempts.map((record) => record.error_class)).toEqual(["timeout", null]);
   });
 
   it("stops at upstream_max_attempts and at the attempts budget", async () => {

@@ -382,7 +382,7 @@ const SCENARIOS: { name: string; ready: boolean; serial?: boolean; run: Case }[]
     ready: true,
     serial: true,
     run: (format, stream) =>
-      answeredBySecond(format, stream, { env: { UPSTREAM_FIRST_BYTE_TIMEOUT_MS: "1500" }, first: { delayMs: 9_000 }, status: null, errorClass: "timeout", scenario: "first-byte-timeout", withinMs: 7_000 }),
+      answeredBySecond(format, stream, { env: { UPSTREAM_FIRST_BYTE_TIMEOUT_MS: "1500", UPSTREAM_FIRST_BYTE_TIMEOUT_NON_STREAM_MS: "1500" }, first: { delayMs: 9_000 }, status: null, errorClass: "timeout", scenario: "first-byte-timeout", withinMs: 7_000 }),
   },
   {
     name: "reset after the first byte → no retry, well-formed error, billed delivered",
