@@ -484,7 +484,7 @@ const SCENARIOS: { name: string; ready: boolean; serial?: boolean; run: Case }[]
     ready: true,
     run: (format, stream) =>
       withRig({}, async (rig) => {
-        for (const deployment of rig.deployments) await deployment.stop();
+        for (const deployment of rig.deployments) await deployment.down();
         const { accountId, key } = await rig.account();
         const exchange = await rig.send(format, key, stream, textFor("all-down"));
         expectHttpError(format, exchange, 503, "provider_unavailable");

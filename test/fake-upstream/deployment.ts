@@ -56,6 +56,11 @@ export interface FakeDeployment {
   fallback: ScriptedAnswer;
   reset(): void;
   stop(): Promise<void>;
+  /**
+   * Down, keeping its port: every connection is closed as it opens (the client sees a connection error). A
+   * stopped server's port could be handed to another test's server starting beside it, which would answer.
+   */
+  down(): Promise<void>;
 }
 
 const TEXT_MARK = /"content":"[^"]|text_delta|output_text\.delta|"text":"[^"]/;
@@ -160,6 +165,7 @@ export async function startFakeDeployment(name = "deployment"): Promise<FakeDepl
   const self = {
     fallback: {} as ScriptedAnswer,
   };
+  let closer: { stop(force?: boolean): void } | undefined;
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
@@ -230,7 +236,13 @@ export async function startFakeDeployment(name = "deployment"): Promise<FakeDepl
       self.fallback = {};
     },
     async stop() {
+      await closer?.stop(true);
       await server.stop(true);
+    },
+    async down() {
+      const port = Number(server.port);
+      await server.stop(true);
+      closer = Bun.listen({ hostname: "127.0.0.1", port, socket: { open: (socket) => void socket.terminate(), data() {} } });
     },
   };
   return deployment;
