@@ -461,6 +461,27 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(seen.at(-1)).toEqual({ account: 0, key: null, windows: {} });
     });
 
+    it("a credit is seen by the very next reservation, right after one refused for want of funds (no stale funds kept)", async () => {
+      const store = await fresh();
+      const repository = await store.open({ flushIntervalMs: 60_000 });
+      const { account, key } = await accountWithKey(repository);
+      const seen: Funds[] = [];
+      const watch = (amount: number) => (funds: Funds) => {
+        seen.push(funds);
+        return hold(amount)(funds);
+      };
+      // The refusal reads (and, in process mode, keeps) the funds: zero.
+      await expect(repository.reserve(reservation(account.id, key.id), watch(1_000))).rejects.toBeInstanceOf(InsufficientBalanceError);
+      expect(seen.at(-1)!.account).toBe(0);
+      await repository.addCredit({ accountId: account.id, amount: 5_000, kind: "card", reference: "top-up-1" });
+      expect(await repository.reserve(reservation(account.id, key.id), watch(1_000))).toBe(1_000);
+      expect(seen.at(-1)!.account).toBe(5_000);
+      // A second credit while a hold is live: seen at once too, less the hold.
+      await repository.addCredit({ accountId: account.id, amount: 2_000, kind: "card", reference: "top-up-2" });
+      expect(await repository.reserve(reservation(account.id, key.id), watch(5_500))).toBe(5_500);
+      expect(seen.at(-1)!.account).toBe(6_000);
+    });
+
     it("writes a request's generation and debit and drops its reservation in one transaction", async () => {
       const store = await fresh();
       const repository = await store.open({ flushIntervalMs: 60_000 });
