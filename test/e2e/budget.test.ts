@@ -21,7 +21,7 @@ beforeAll(async () => {
   // Holds as rows of the file, so the tests can watch them; process-mode holds: budget-process-holds.test.ts.
   t = await startTestGateway({ env: { SQLITE_HOLDS: "shared" } });
   db = new Database(join(t.dataDir, "gateway.db"), { readonly: true });
-});
+}, 30_000); // a cold start on a loaded machine took 5.6 s, past bun's 5 s hook default
 afterAll(async () => {
   db?.close();
   await t?.stop();
