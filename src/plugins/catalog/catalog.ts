@@ -159,7 +159,7 @@ export function parseCatalog(text: string, file: string, now?: Date | Clock): Ca
       const other = byId.get(id);
       if (id === model.id) fail(field, `a model cannot be its own fallback`);
       if (!other) fail(field, `"${id}" is not a model of this catalog`);
-      if (other!.kind !== model.kind) fail(field, `"${id}" is a ${other!.kind} model; a ${model.kind} model's fallbacks must be ${model.kind} models`);
+      if (other!.kind !== model.kind) fail(field, `"${id}" is ${article(other!.kind)} ${other!.kind} model; ${article(model.kind)} ${model.kind} model's fallbacks must be ${model.kind} models`);
     });
   }
   return new Catalog(
@@ -198,7 +198,7 @@ function validateEntry(raw: unknown, fail: Fail): CatalogModel {
   }
   const wantOutput = model.kind === "image" ? "image" : "text";
   if (!model.output_modalities.includes(wantOutput)) {
-    fail("output_modalities", `a ${model.kind} model must include "${wantOutput}"`);
+    fail("output_modalities", `${article(model.kind)} ${model.kind} model must include "${wantOutput}"`);
   }
   if (model.kind === "chat" && vision && !model.input_modalities.includes("image")) {
     fail("input_modalities", `must include "image" since capabilities.vision is true`);
@@ -328,4 +328,9 @@ function deepFreeze<T>(value: T): T {
     for (const child of Object.values(value)) deepFreeze(child);
   }
   return value;
+}
+
+/** "a" or "an" before a model kind ("an image model"). */
+function article(word: string): string {
+  return /^[aeiou]/i.test(word) ? "an" : "a";
 }

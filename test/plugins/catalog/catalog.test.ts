@@ -264,7 +264,7 @@ describe("loadCatalog validation", () => {
     expect(reject([{ ...good, fallbacks: ["nope"] }])).toThrow(/model "test-model": fallbacks\[0\]: "nope" is not a model of this catalog/);
     expect(reject([{ ...good, fallbacks: ["test-model"] }])).toThrow(/fallbacks\[0\]: a model cannot be its own fallback/);
     const image = { ...good, id: "pic", kind: "image", output_modalities: ["image"] };
-    expect(reject([{ ...good, fallbacks: ["pic"] }, image])).toThrow(/fallbacks\[0\]: "pic" is a image model; a chat model's fallbacks must be chat models/);
+    expect(reject([{ ...good, fallbacks: ["pic"] }, image])).toThrow(/fallbacks\[0\]: "pic" is an image model; a chat model's fallbacks must be chat models/);
   });
 
   it("rejects a file without a models list, or that is not YAML", () => {
