@@ -3,7 +3,7 @@
  * run offline against an in-process gateway whose providers all point at the fake upstream.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
@@ -139,5 +139,32 @@ export async function billing(t: TestGateway, key: string, accountId: string, ex
     const credits = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } }).then((response) => response.json() as any);
     if (log.body.data.length >= expectedRows || Date.now() > deadline) return { credits: credits.data, rows: log.body.data };
     await Bun.sleep(50);
+  }
+}
+
+/**
+ * `codex exec` with `config` as its config.toml, in fresh CODEX_HOME / HOME / working directories (removed
+ * afterwards), the gateway key in GATEWAY_KEY; `lastMessage` is its --output-last-message file, null if none.
+ */
+export async function runCodexExec(codex: string, config: string, prompt: string, key: string, extra: string[] = []): Promise<CliRun & { lastMessage: string | null }> {
+  const codexHome = tempDir("codex-home-");
+  const home = tempDir("codex-user-");
+  const work = tempDir("codex-work-");
+  try {
+    writeFileSync(join(codexHome.path, "config.toml"), config);
+    const last = join(codexHome.path, "last-message.txt");
+    const args = ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--ephemeral", "--color", "never", "--output-last-message", last, ...extra, prompt];
+    const run = await runCli(codex, args, { cwd: work.path, env: cliEnv(home.path, { CODEX_HOME: codexHome.path, GATEWAY_KEY: key }) });
+    let lastMessage: string | null = null;
+    try {
+      lastMessage = readFileSync(last, "utf8").trim();
+    } catch {
+      // No final message written.
+    }
+    return { ...run, lastMessage };
+  } finally {
+    codexHome.remove();
+    home.remove();
+    work.remove();
   }
 }

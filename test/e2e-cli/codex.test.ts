@@ -18,6 +18,7 @@ import {
   describeRun,
   directive,
   runCli,
+  runCodexExec,
   startCliGateway,
   tempDir,
   type CliGateway,
@@ -55,38 +56,8 @@ function codexConfig(gatewayUrl: string, model: string): string {
   ].join("\n");
 }
 
-async function runCodex(model: string, prompt: string, key: string): Promise<CliRun & { lastMessage: string | null }> {
-  const codexHome = tempDir("codex-home-");
-  const home = tempDir("codex-user-");
-  const work = tempDir("codex-work-");
-  try {
-    writeFileSync(join(codexHome.path, "config.toml"), codexConfig(g.t.url, model));
-    const last = join(codexHome.path, "last-message.txt");
-    const args = [
-      "exec",
-      "--skip-git-repo-check",
-      "--dangerously-bypass-approvals-and-sandbox",
-      "--ephemeral",
-      "--color",
-      "never",
-      "--output-last-message",
-      last,
-      prompt,
-    ];
-    const env = cliEnv(home.path, { CODEX_HOME: codexHome.path, GATEWAY_KEY: key });
-    const run = await runCli(CODEX!, args, { cwd: work.path, env });
-    let lastMessage: string | null = null;
-    try {
-      lastMessage = readFileSync(last, "utf8").trim();
-    } catch {
-      // No final message written.
-    }
-    return { ...run, lastMessage };
-  } finally {
-    codexHome.remove();
-    home.remove();
-    work.remove();
-  }
+function runCodex(model: string, prompt: string, key: string): Promise<CliRun & { lastMessage: string | null }> {
+  return runCodexExec(CODEX!, codexConfig(g.t.url, model), prompt, key);
 }
 
 interface DeclaredTool {

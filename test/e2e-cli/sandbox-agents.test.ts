@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { SANDBOX_COMMAND, SANDBOX_MARKER } from "../../src/plugins/sandbox/tool-call.ts";
-import { billing, cliBinary, cliEnv, describeRun, ROOT, runCli, tempDir, type CliRun } from "./cli.ts";
+import { billing, cliBinary, cliEnv, describeRun, ROOT, runCli, runCodexExec, tempDir, type CliRun } from "./cli.ts";
 
 const CLAUDE = cliBinary("claude");
 const CODEX = cliBinary("codex");
@@ -77,27 +77,8 @@ function resultOf(stdout: string): any {
   }
 }
 
-async function runCodex(prompt: string, config: string, key: string, extra: string[] = []): Promise<CliRun & { lastMessage: string | null }> {
-  const codexHome = tempDir("codex-home-");
-  const home = tempDir("codex-user-");
-  const work = tempDir("codex-work-");
-  try {
-    writeFileSync(join(codexHome.path, "config.toml"), config);
-    const last = join(codexHome.path, "last-message.txt");
-    const args = ["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--ephemeral", "--color", "never", "--output-last-message", last, ...extra, prompt];
-    const run = await runCli(CODEX!, args, { cwd: work.path, env: cliEnv(home.path, { CODEX_HOME: codexHome.path, GATEWAY_KEY: key }) });
-    let lastMessage: string | null = null;
-    try {
-      lastMessage = readFileSync(last, "utf8").trim();
-    } catch {
-      // No final message written.
-    }
-    return { ...run, lastMessage };
-  } finally {
-    codexHome.remove();
-    home.remove();
-    work.remove();
-  }
+function runCodex(prompt: string, config: string, key: string, extra: string[] = []): Promise<CliRun & { lastMessage: string | null }> {
+  return runCodexExec(CODEX!, config, prompt, key, extra);
 }
 
 /** The guide's config.toml, pointed at the test gateway, with `model` replaced when asked. */
