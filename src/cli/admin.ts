@@ -14,11 +14,18 @@ const USAGE = `usage: npm run admin -- <command>
   key list <account_id> [--limit N] [--before CURSOR]
   key delete <key_id>
   requests <account_id> [--limit N] [--before CURSOR]
+  user create <account_id> <email> [--role owner|member]
+  user list <account_id>
 
   A credit's reference is its idempotency key (a payment id, an invoice number): the same reference
   credits once, so running the same command again is safe. Lists print next_before: pass it as --before.
 
-environment: GATEWAY_URL (default http://127.0.0.1:3000), GATEWAY_ADMIN_TOKEN (required)`;
+  user create reads the password (10 to 256 characters) from GATEWAY_USER_PASSWORD or, when that is not
+  set, from the first line of stdin: never from the command line, so it lands in no shell history or ps.
+    printf '%s\n' "$PASSWORD" | npm run admin -- user create acct_... alice@example.com
+
+environment: GATEWAY_URL (default http://127.0.0.1:3000), GATEWAY_ADMIN_TOKEN (required),
+  GATEWAY_USER_PASSWORD (user create)`;
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
@@ -31,6 +38,7 @@ const { values, positionals } = parseArgs({
     expires: { type: "string" },
     before: { type: "string" },
     q: { type: "string" },
+    role: { type: "string" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -70,6 +78,25 @@ function numberOption(name: string, value: string | undefined): number | undefin
   const parsed = Number(value);
   if (!Number.isFinite(parsed)) fail(`--${name} must be a number`);
   return parsed;
+}
+
+/**
+ * The new user's password: GATEWAY_USER_PASSWORD, else the first line of stdin (a terminal is prompted,
+ * on stderr). Never an argument: it would land in the shell's history and in `ps`.
+ */
+async function readPassword(): Promise<string> {
+  const fromEnv = process.env.GATEWAY_USER_PASSWORD;
+  if (fromEnv) return fromEnv;
+  if (process.stdin.isTTY) process.stderr.write("password (10 to 256 characters), then Enter: ");
+  const decoder = new TextDecoder();
+  let text = "";
+  for await (const chunk of Bun.stdin.stream()) {
+    text += decoder.decode(chunk, { stream: true });
+    if (text.includes("\n")) break;
+  }
+  const line = text.split("\n")[0]!.replace(/\r$/, "");
+  if (!line) fail("user create needs a password: set GATEWAY_USER_PASSWORD or give it as the first line of stdin");
+  return line;
 }
 
 const [command, sub, ...rest] = positionals;
@@ -128,6 +155,18 @@ switch (`${command} ${command === "credit" || command === "requests" ? "" : sub 
     await call("GET", `/admin/v1/accounts/${encodeURIComponent(sub)}/requests` + listQuery(["limit", "before"]));
     break;
   }
+  case "user create": {
+    const [accountId, email, ...extra] = rest;
+    if (!accountId || !email || extra.length > 0) fail(USAGE);
+    if (values.role !== undefined && values.role !== "owner" && values.role !== "member") fail("--role must be owner or member");
+    const password = await readPassword();
+    await call("POST", `/admin/v1/accounts/${encodeURIComponent(accountId)}/users`, { email, password, role: values.role });
+    break;
+  }
+  case "user list":
+    if (!rest[0] || rest.length > 1) fail(USAGE);
+    await call("GET", `/admin/v1/accounts/${encodeURIComponent(rest[0])}/users`);
+    break;
   default:
     fail(USAGE);
 }

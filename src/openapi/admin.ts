@@ -177,3 +177,34 @@ export const fundsDocs = adminOperation({
   ),
   errors: [400, 404],
 });
+
+// Dashboard users of an account.
+
+const AdminUser = component(
+  "AdminUser",
+  Type.Object(
+    {
+      id: Type.String(),
+      email: Type.String({ description: "Lower-cased; unique over the whole gateway" }),
+      role: Type.Union([Type.Literal("owner"), Type.Literal("member")]),
+      account_id: Type.String(),
+      created_at: Time,
+    },
+    { description: "A person who signs in to the dashboard; never the password or its hash" },
+  ),
+);
+
+export const createUserDocs = adminOperation({
+  summary: "Create a dashboard user of the account (email and password)",
+  description:
+    "`email` is trimmed and lower-cased, and unique over the whole gateway (409 `conflict` when taken, in any case). `password`: 10 to 256 characters, kept as an argon2id hash only. `role`: owner (default) or member.",
+  status: 201,
+  response: data(AdminUser),
+  errors: [400, 404, 409],
+});
+
+export const listUsersDocs = adminOperation({
+  summary: "An account's dashboard users, oldest first",
+  response: data(Type.Array(AdminUser)),
+  errors: [400, 404],
+});

@@ -25,12 +25,13 @@ interface CliResult {
 }
 
 /** Runs `bun src/cli/admin.ts ...args` against the test gateway, as `npm run admin -- ...` does. */
-async function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+async function cli(args: string[], env: Record<string, string | undefined> = {}, input?: string): Promise<CliResult> {
   const childEnv: Record<string, string> = {};
   for (const [name, value] of Object.entries({ ...process.env, GATEWAY_URL: t.url, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN, ...env })) {
     if (value !== undefined) childEnv[name] = value;
   }
-  const child = Bun.spawn([BUN, "src/cli/admin.ts", ...args], { cwd: ROOT, env: childEnv, stdout: "pipe", stderr: "pipe" });
+  const stdin = input === undefined ? "ignore" : new Blob([input]);
+  const child = Bun.spawn([BUN, "src/cli/admin.ts", ...args], { cwd: ROOT, env: childEnv, stdin, stdout: "pipe", stderr: "pipe" });
   const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   let json: any;
   try {
@@ -154,8 +155,65 @@ describe("npm run admin", () => {
     expect(badLimit.json.error.param).toBe("limit");
   });
 
+  it("creates dashboard users with the password from GATEWAY_USER_PASSWORD or stdin, never an argument, and lists them", async () => {
+    const accountId = (await cli(["account", "create", "CLI users"])).json.data.id;
+    const tag = crypto.randomUUID().slice(0, 8);
+    const fromEnvPassword = "env-password-" + tag;
+    const fromEnv = await cli(["user", "create", accountId, `Owner-${tag}@Example.com`], { GATEWAY_USER_PASSWORD: fromEnvPassword });
+    expect(fromEnv.exitCode).toBe(0);
+    expect(fromEnv.json.data).toMatchObject({ email: `owner-${tag}@example.com`, role: "owner", account_id: accountId });
+    expect(fromEnv.stdout + fromEnv.stderr).not.toContain(fromEnvPassword);
+
+    // Only the first line of stdin is the password; GATEWAY_USER_PASSWORD unset.
+    const fromStdinPassword = "stdin-password-" + tag;
+    const fromStdin = await cli(["user", "create", accountId, `member-${tag}@example.com`, "--role", "member"], { GATEWAY_USER_PASSWORD: undefined }, `${fromStdinPassword}\r\nsecond line\n`);
+    expect(fromStdin.exitCode).toBe(0);
+    expect(fromStdin.json.data).toMatchObject({ email: `member-${tag}@example.com`, role: "member" });
+    expect(fromStdin.stdout + fromStdin.stderr).not.toContain(fromStdinPassword);
+
+    // The store kept the hash of exactly those passwords.
+    const { Database } = await import("bun:sqlite");
+    const db = new Database(join(t.dataDir, "gateway.db"), { readonly: true });
+    try {
+      const hashOf = (id: string) => (db.query("SELECT password_hash FROM users WHERE id = ?").get(id) as { password_hash: string }).password_hash;
+      expect(await Bun.password.verify(fromEnvPassword, hashOf(fromEnv.json.data.id))).toBe(true);
+      expect(await Bun.password.verify(fromStdinPassword, hashOf(fromStdin.json.data.id))).toBe(true);
+    } finally {
+      db.close();
+    }
+
+    const listed = await cli(["user", "list", accountId]);
+    expect(listed.exitCode).toBe(0);
+    expect(listed.json.data.map((user: { email: string; role: string }) => [user.email, user.role])).toEqual([
+      [`owner-${tag}@example.com`, "owner"],
+      [`member-${tag}@example.com`, "member"],
+    ]);
+    expect(listed.stdout).not.toContain("argon2");
+
+    // The same email again: the gateway's 409, exit 1.
+    const taken = await cli(["user", "create", accountId, `OWNER-${tag}@example.com`], { GATEWAY_USER_PASSWORD: fromEnvPassword });
+    expect(taken.exitCode).toBe(1);
+    expect(taken.json.error.code).toBe("conflict");
+    // A short password: 400 naming it, exit 1, the password not printed.
+    const short = await cli(["user", "create", accountId, `short-${tag}@example.com`], { GATEWAY_USER_PASSWORD: "tiny-pw" });
+    expect(short.exitCode).toBe(1);
+    expect(short.json.error.param).toBe("password");
+    expect(short.stdout).not.toContain("tiny-pw");
+  });
+
+  it("refuses user create without a password (exit 2, naming GATEWAY_USER_PASSWORD) or with a bad --role", async () => {
+    const noPassword = await cli(["user", "create", "acct_x", "a@example.com"], { GATEWAY_USER_PASSWORD: undefined });
+    expect(noPassword.exitCode).toBe(2);
+    expect(noPassword.stderr).toContain("GATEWAY_USER_PASSWORD");
+    const emptyStdin = await cli(["user", "create", "acct_x", "a@example.com"], { GATEWAY_USER_PASSWORD: undefined }, "\n");
+    expect(emptyStdin.exitCode).toBe(2);
+    const badRole = await cli(["user", "create", "acct_x", "a@example.com", "--role", "admin"], { GATEWAY_USER_PASSWORD: "long enough password" });
+    expect(badRole.exitCode).toBe(2);
+    expect(badRole.stderr).toContain("--role");
+  });
+
   it("exits 2 with the usage on a bad command line", async () => {
-    for (const args of [[], ["frobnicate"], ["account", "create"], ["key", "create", "acct_x"], ["key", "list"], ["account", "list", "extra"], ["--help"]]) {
+    for (const args of [[], ["frobnicate"], ["account", "create"], ["key", "create", "acct_x"], ["key", "list"], ["account", "list", "extra"], ["user", "create", "acct_x"], ["user", "list"], ["user", "list", "a", "b"], ["--help"]]) {
       const result = await cli(args);
       expect({ args, exitCode: result.exitCode }).toEqual({ args, exitCode: 2 });
       expect(result.stderr).toContain("usage:");

@@ -5,6 +5,8 @@ import type { RouteAnswer } from "../../core/plugin.ts";
 export interface AuditTargets {
   account_id?: string;
   key_id?: string;
+  /** A dashboard user the call made: its id only, never its password or its hash. */
+  user_id?: string;
   /** A credit's idempotency reference (a payment id), and the ledger entry it made or found. */
   reference?: string;
   entry_id?: string;
@@ -20,6 +22,8 @@ const ACTIONS: Readonly<Record<string, string>> = {
   "POST /admin/v1/accounts/:id/keys": "key.create",
   "DELETE /admin/v1/keys/:id": "key.delete",
   "GET /admin/v1/accounts/:id/requests": "request.list",
+  "POST /admin/v1/accounts/:id/users": "user.create",
+  "GET /admin/v1/accounts/:id/users": "user.list",
   // The budget plugin's admin routes, under the same token.
   "GET /admin/v1/plans": "plan.list",
   "POST /admin/v1/accounts/:id/plan": "plan.purchase",

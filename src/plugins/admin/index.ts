@@ -1,9 +1,10 @@
 import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { pathOf } from "../../core/app.ts";
-import { AuthenticationError, InvalidRequestError, NotFoundError, type GatewayError } from "../../core/errors.ts";
+import { AuthenticationError, ConflictError, InvalidRequestError, NotFoundError, type GatewayError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano } from "../../core/money.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
+import { checkPassword, checkRole, newUser, normalizeEmail } from "../auth/users.ts";
 import { storeCall } from "../storage/http-errors.ts";
 import { createAudit } from "./audit.ts";
 import { listPage, listParams, parseListCursor, parseListLimit, parseSearch, type ListCursor } from "./list-query.ts";
@@ -11,6 +12,7 @@ import {
   AccountsQuery,
   CreateAccountBody,
   CreateKeyBody,
+  CreateUserBody,
   CreditBody,
   ID_ERROR,
   ID_PATTERN,
@@ -21,18 +23,20 @@ import {
 } from "./schema.ts";
 import { parseTimestamp } from "./timestamp.ts";
 import { adminTokenHash, adminTokenMatches } from "./token.ts";
-import { accountView, iso, keyView, listedKeyView, requestRow } from "./views.ts";
+import { accountView, iso, keyView, listedKeyView, requestRow, userView } from "./views.ts";
 import {
   createAccountDocs,
   createKeyDocs,
+  createUserDocs,
   creditAccountDocs,
   deleteKeyDocs,
   getAccountDocs,
   listAccountsDocs,
   listKeysDocs,
   listRequestsDocs,
+  listUsersDocs,
 } from "../../openapi/admin.ts";
-import type { AccountStore, KeyStore, LedgerStore, MeteringStore, SettingsStore } from "../storage/repository.ts";
+import type { AccountStore, KeyStore, LedgerStore, MeteringStore, SettingsStore, UserStore } from "../storage/repository.ts";
 
 /** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
 const MINIMUM_TOP_UP_USD: Partial<Record<string, number>> = { card: 5, usdt: 12 };
@@ -46,7 +50,7 @@ export default definePlugin({
     admin_token: Type.String({ default: "" }),
   }),
   async setup(config, host) {
-    const store: AccountStore & LedgerStore & KeyStore & MeteringStore & SettingsStore = host.service("storage"); // the slices of the store it uses
+    const store: AccountStore & LedgerStore & KeyStore & MeteringStore & SettingsStore & UserStore = host.service("storage"); // the slices of the store it uses
     const auth = host.service("auth");
     const catalog = host.has("catalog") ? host.service("catalog") : undefined;
     const tokenHash = await adminTokenHash(config.admin_token, store, host.log);
@@ -233,6 +237,36 @@ export default definePlugin({
               return { data: rows.map(requestRow), next_before: rows.length === limit && last ? `${last.createdAt}_${last.id}` : null };
             },
             { params: IdParams, query: RequestsQuery, detail: listRequestsDocs },
+          )
+          .post(
+            "/admin/v1/accounts/:id/users",
+            async ({ request, params, body, set }) => {
+              requireAdmin(request);
+              // The cheap checks first (the password is never echoed), then the account, then the hash (argon2id is slow on purpose).
+              const email = normalizeEmail(body.email);
+              checkPassword(body.password);
+              const role = checkRole(body.role ?? "owner");
+              await existingAccount(params.id);
+              if (await store.findUserByEmail(email)) throw new ConflictError("a user with this email already exists", { param: "email" });
+              const user = await storeCall(store.createUser(await newUser({ accountId: params.id, email, password: body.password, role })));
+              audit.note(request, { user_id: user.id });
+              set.status = 201;
+              return { data: userView(user) };
+            },
+            { params: IdParams, body: CreateUserBody, detail: createUserDocs },
+          )
+          .get(
+            "/admin/v1/accounts/:id/users",
+            async ({ request, params }) => {
+              requireAdmin(request);
+              // The whole list in one answer: a query (?limit=) would be silently ignored, so it is refused.
+              const [name] = new URL(request.url).searchParams.keys();
+              if (name !== undefined) throw new InvalidRequestError("this list takes no query parameters", { param: name.slice(0, 40) });
+              await existingAccount(params.id);
+              const users = await store.listUsers(params.id);
+              return { data: users.map(userView) };
+            },
+            { params: IdParams, detail: listUsersDocs },
           )
           // Unknown /admin/ paths end here rather than in the core's 404, so they get their audit line too.
           .all(

@@ -96,3 +96,14 @@ export const KeysQuery = t.Object({
   /** The `next_before` of the previous page (a key id of the account), an epoch-ms number or an RFC 3339 time. */
   before: t.Optional(t.String()),
 });
+
+/**
+ * A dashboard user. email and password are strings here; their rules (an email's shape, 10 to 256
+ * characters of password) are checked by the handler with auth/users.ts, the same rules as the dashboard's
+ * sign-up, so the message says the rule and never echoes the password.
+ */
+export const CreateUserBody = t.Object({
+  email: t.String({ error: "email must be a string" }),
+  password: t.String({ error: "password must be a string" }),
+  role: t.Optional(t.Union([t.Literal("owner"), t.Literal("member")], { error: "role must be one of owner, member" })),
+});

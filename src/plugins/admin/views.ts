@@ -1,5 +1,5 @@
 import { nanoToUsd } from "../../core/money.ts";
-import type { Account, ApiKey, Generation } from "../storage/repository.ts";
+import type { Account, ApiKey, Generation, User } from "../storage/repository.ts";
 import { answeringDeployment } from "../storage/rows.ts";
 
 /** The admin API's JSON shapes of stored rows: times as RFC 3339, money as USD numbers, never a key's hash. */
@@ -30,6 +30,11 @@ export function keyView(key: ApiKey) {
 /** A key in a list: as created, plus whether it was revoked (deleted_at) or blocked. */
 export function listedKeyView(key: ApiKey) {
   return { ...keyView(key), deleted_at: iso(key.deletedAt), blocked: key.blocked };
+}
+
+/** A dashboard user: never its password hash. */
+export function userView(user: User) {
+  return { id: user.id, email: user.email, role: user.role, account_id: user.accountId, created_at: iso(user.createdAt) };
 }
 
 export function requestRow(row: Generation) {
