@@ -115,6 +115,56 @@ export interface RequestPage {
   beforeId?: string;
 }
 
+/** A page of an account's request log, newest first, narrowed by any of the filters (all must hold). */
+export interface GenerationQuery extends RequestPage {
+  keyId?: string;
+  model?: string;
+  status?: GenerationStatus;
+  /** Only requests that started at or after this epoch ms (a day's start). */
+  since?: number;
+  /** Only requests that started before this epoch ms (the next day's start). */
+  until?: number;
+}
+
+/** One entry of an account's ledger that is not a request's usage: a credit (> 0) or a plan bought from the balance (< 0). */
+export interface LedgerEntry {
+  id: string;
+  kind: Exclude<LedgerKindName, "usage">;
+  /** Signed nano-USD. */
+  amount: NanoUsd;
+  reference: string;
+  createdAt: number;
+}
+
+export type LedgerKindName = CreditKind | "usage" | "plan";
+
+export const USER_ROLES = ["owner", "member"] as const;
+export type UserRole = (typeof USER_ROLES)[number];
+
+/** A person who signs in to the dashboard; belongs to one account. */
+export interface User {
+  id: string;
+  accountId: string;
+  /** Lower-cased; unique over the whole gateway. */
+  email: string;
+  role: UserRole;
+  /** argon2id (Bun.password), PHC string. */
+  passwordHash: string;
+  createdAt: number;
+}
+
+export type NewUser = Omit<User, "createdAt">;
+
+/** A dashboard sign-in, kept server-side. */
+export interface DashboardSession {
+  /** SHA-256 hex of the session id (the cookie's value): the id itself is never stored. */
+  idHash: string;
+  /** The user signed in; null for an operator signed in with the admin token. */
+  userId: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
 /** A page of accounts, newest first, optionally only those whose name or id contains `q`. */
 export interface AccountQuery extends RequestPage {
   /** A substring of the name or the id, A-Z matched case-insensitively and every other character exactly (both stores alike). */
@@ -190,6 +240,8 @@ export interface LedgerStore {
   /** Idempotent on `reference`; a reference reused for another account or amount throws RecordConflictError. */
   addCredit(credit: CreditInput): Promise<CreditResult>;
   accountTotals(accountId: string): Promise<AccountTotals>;
+  /** The account's credits and plan purchases (never usage), newest first in (created_at, id) order. */
+  listLedgerEntries(accountId: string, page: RequestPage): Promise<LedgerEntry[]>;
 }
 
 /** API keys of accounts. */
@@ -215,8 +267,8 @@ export interface MeteringStore {
   recordGeneration(generation: Generation): void;
   /** A generation of the account by request id (= chat-completion id) or a relayed Responses id. */
   findGeneration(accountId: string, id: string): Promise<Generation | null>;
-  /** Newest first. */
-  listGenerations(accountId: string, page: RequestPage): Promise<Generation[]>;
+  /** Newest first, in (created_at, id) order, narrowed by the query's filters. */
+  listGenerations(accountId: string, query: GenerationQuery): Promise<Generation[]>;
   /** Daily roll-ups of an account (or one key) between two UTC days, inclusive. */
   usageByDay(query: { accountId: string; keyId?: string; startDay: string; endDay: string }): Promise<UsageRow[]>;
   /** Writes everything batched so far. */
@@ -258,6 +310,31 @@ export interface InstanceStore {
 export interface SettingsStore {
   getSetting(name: string): Promise<string | null>;
   setSetting(name: string, value: string): Promise<void>;
+  /** Sets the value only when the name has none: true when this call set it (a claim every instance agrees on). */
+  claimSetting(name: string, value: string): Promise<boolean>;
+  deleteSetting(name: string): Promise<void>;
+}
+
+/** People of accounts who sign in to the dashboard. */
+export interface UserStore {
+  /** RecordNotFoundError for an unknown account; RecordConflictError when the email (or id) is taken. */
+  createUser(user: NewUser): Promise<User>;
+  /** By lower-cased email. */
+  findUserByEmail(email: string): Promise<User | null>;
+  getUser(id: string): Promise<User | null>;
+  /** The account's users, oldest first. */
+  listUsers(accountId: string): Promise<User[]>;
+}
+
+/** Dashboard sessions, server-side. */
+export interface SessionStore {
+  createSession(session: DashboardSession): Promise<void>;
+  /** The session with this id hash, unless it expired by `now`. */
+  findSession(idHash: string, now: number): Promise<DashboardSession | null>;
+  /** Signs the session out (a no-op when unknown). */
+  deleteSession(idHash: string): Promise<void>;
+  /** Drops sessions that expired by `now`; returns how many. */
+  deleteExpiredSessions(now: number): Promise<number>;
 }
 
 /** The store as a whole: is it answering, and closing it. */
@@ -277,6 +354,8 @@ export interface Repository
     PlanStore,
     InstanceStore,
     SettingsStore,
+    UserStore,
+    SessionStore,
     StoreLifecycle {}
 
 declare module "../../core/plugin.ts" {

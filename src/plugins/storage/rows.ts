@@ -1,7 +1,7 @@
 import { InvalidRecordError } from "./errors.ts";
 import { newId } from "./shared/ids.ts";
 import type { AttemptRecord } from "../../core/deployments.ts";
-import { CREDIT_KINDS, type ApiKey, type CreditInput, type Generation, type NewApiKey, type PlanCycle, type PlanPurchase } from "./repository.ts";
+import { CREDIT_KINDS, USER_ROLES, type ApiKey, type CreditInput, type Generation, type LedgerEntry, type NewApiKey, type NewUser, type PlanCycle, type PlanPurchase, type User, type UserRole } from "./repository.ts";
 
 /** What both dialects' `api_keys` rows look like once read (drizzle maps the columns to these names). */
 export interface ApiKeyRow {
@@ -115,4 +115,21 @@ export function answeringDeployment(attempts: readonly AttemptRecord[] | null | 
   const last = attempts?.[attempts.length - 1];
   if (last === undefined) return null;
   return last.error_class === null || ANSWERED_THEN_FAILED.has(last.error_class) ? last.deployment : null;
+}
+
+/** A `ledger_entries` row as the ledger list returns it (never of kind usage: the query excludes those). */
+export function toLedgerEntry(row: { id: string; kind: string; amountNano: number; reference: string; createdAt: number }): LedgerEntry {
+  return { id: row.id, kind: row.kind as LedgerEntry["kind"], amount: row.amountNano, reference: row.reference, createdAt: row.createdAt };
+}
+
+/** A `users` row read back (role is text in the table). */
+export function toUser(row: { id: string; accountId: string; email: string; role: string; passwordHash: string; createdAt: number }): User {
+  return { id: row.id, accountId: row.accountId, email: row.email, role: row.role as UserRole, passwordHash: row.passwordHash, createdAt: row.createdAt };
+}
+
+/** The row a new user is stored as: a `usr_…` id when none is given, created now. */
+export function newUserRow(user: NewUser): User {
+  if (!(USER_ROLES as readonly string[]).includes(user.role)) throw new InvalidRecordError(`unknown role "${user.role}"`, { field: "role" });
+  if (!user.email) throw new InvalidRecordError("email is required", { field: "email" });
+  return { id: user.id || newId("usr"), accountId: user.accountId, email: user.email, role: user.role, passwordHash: user.passwordHash, createdAt: Date.now() };
 }

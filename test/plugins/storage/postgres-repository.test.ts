@@ -126,6 +126,7 @@ if (!ADMIN_URL) {
         "account_plans",
         "accounts",
         "api_keys",
+        "dashboard_sessions",
         "gateway_instances",
         "generations",
         "ledger", // the view over ledger_entries and generations
@@ -134,6 +135,7 @@ if (!ADMIN_URL) {
         "settings",
         "spend_buckets",
         "usage_daily",
+        "users",
       ]);
       // Reopening applies nothing new.
       await open(url);

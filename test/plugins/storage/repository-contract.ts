@@ -3,7 +3,7 @@ import { InsufficientBalanceError, KeyBudgetExceededError, UnavailableError } fr
 import { InsufficientFundsError, RecordConflictError, RecordNotFoundError } from "../../../src/plugins/storage/errors.ts";
 import type { Logger } from "../../../src/core/log.ts";
 import type { AttemptRecord } from "../../../src/core/deployments.ts";
-import type { Funds, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
+import type { DashboardSession, Funds, Generation, GenerationQuery, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
 import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
 import { listingContract } from "./listing-contract.ts";
 
@@ -699,6 +699,277 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(spent).toBe(admitted * 400);
       expect(spent).toBeLessThanOrEqual(10_000);
       expect(admitted).toBeGreaterThanOrEqual(10);
+    });
+  });
+  describe(`storage dashboard contract (${harness.name})`, () => {
+    /** Newest first in (created_at, id) order, as both stores must sort. */
+    const newestFirst = <T extends { createdAt: number; id: string }>(rows: T[]) =>
+      [...rows].sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    const ids = (rows: { id: string }[]) => rows.map((row) => row.id);
+    const newUser = (accountId: string, email: string, role: "owner" | "member" = "member") => ({
+      id: "",
+      accountId,
+      email,
+      role,
+      passwordHash: "$argon2id$v=19$m=65536,t=2,p=1$c2FsdA$aGFzaA",
+    });
+
+    it("creates users of an account, finds them by email and id, lists them oldest first", async () => {
+      const repository = await (await fresh()).open();
+      const account = await repository.createAccount("Acme");
+      const other = await repository.createAccount("Other");
+      const owner = await repository.createUser(newUser(account.id, "owner@acme.test", "owner"));
+      expect(owner.id).toStartWith("usr_");
+      expect(owner).toMatchObject({ accountId: account.id, email: "owner@acme.test", role: "owner" });
+      expect(owner.createdAt).toBeNumber();
+      await Bun.sleep(2);
+      const member = await repository.createUser(newUser(account.id, "member@acme.test"));
+      const foreign = await repository.createUser(newUser(other.id, "someone@other.test", "owner"));
+
+      expect(await repository.findUserByEmail("owner@acme.test")).toEqual(owner);
+      expect(await repository.findUserByEmail("nobody@acme.test")).toBeNull();
+      expect(await repository.getUser(member.id)).toEqual(member);
+      expect(await repository.getUser("usr_missing")).toBeNull();
+      expect(await repository.listUsers(account.id)).toEqual([owner, member]);
+      expect(await repository.listUsers(other.id)).toEqual([foreign]);
+      expect(await repository.listUsers("acct_missing")).toEqual([]);
+    });
+
+    it("refuses a user whose email or id is taken (conflict), and one of an unknown account (not found)", async () => {
+      const repository = await (await fresh()).open();
+      const account = await repository.createAccount("Acme");
+      const other = await repository.createAccount("Other");
+      const first = await repository.createUser(newUser(account.id, "a@acme.test"));
+      // The email is unique over the whole gateway, not per account.
+      await expect(repository.createUser(newUser(other.id, "a@acme.test"))).rejects.toBeInstanceOf(RecordConflictError);
+      await expect(repository.createUser({ ...newUser(account.id, "b@acme.test"), id: first.id })).rejects.toBeInstanceOf(RecordConflictError);
+      await expect(repository.createUser(newUser("acct_missing", "c@acme.test"))).rejects.toBeInstanceOf(RecordNotFoundError);
+      expect(ids(await repository.listUsers(account.id))).toEqual([first.id]);
+      expect(await repository.listUsers(other.id)).toEqual([]);
+      expect(await repository.findUserByEmail("c@acme.test")).toBeNull();
+    });
+
+    it("keeps dashboard sessions by id hash: found until they expire, deleted one by one or all expired at once", async () => {
+      const repository = await (await fresh()).open();
+      const account = await repository.createAccount("Acme");
+      const user = await repository.createUser(newUser(account.id, "a@acme.test", "owner"));
+      const now = 1_800_000_000_000;
+      const session = (idHash: string, expiresAt: number, userId: string | null = user.id): DashboardSession => ({ idHash, userId, createdAt: now - 1000, expiresAt });
+      const live = session("hash-live", now + 60_000);
+      const operator = session("hash-operator", now + 60_000, null);
+      const expired = session("hash-expired", now - 1);
+      const endsNow = session("hash-ends-now", now);
+      for (const s of [live, operator, expired, endsNow]) await repository.createSession(s);
+
+      expect(await repository.findSession("hash-live", now)).toEqual(live);
+      expect(await repository.findSession("hash-operator", now)).toEqual(operator);
+      expect(await repository.findSession("hash-missing", now)).toBeNull();
+      // Expired by now (at or before it): absent, though still stored until swept.
+      expect(await repository.findSession("hash-expired", now)).toBeNull();
+      expect(await repository.findSession("hash-ends-now", now)).toBeNull();
+      expect(await repository.findSession("hash-ends-now", now - 1)).toEqual(endsNow);
+
+      await repository.deleteSession("hash-operator");
+      await repository.deleteSession("hash-missing"); // a no-op
+      expect(await repository.findSession("hash-operator", now)).toBeNull();
+
+      expect(await repository.deleteExpiredSessions(now)).toBe(2);
+      expect(await repository.deleteExpiredSessions(now)).toBe(0);
+      expect(await repository.findSession("hash-ends-now", now - 1)).toBeNull();
+      expect(await repository.findSession("hash-live", now)).toEqual(live);
+      expect(await repository.deleteExpiredSessions(now + 60_000)).toBe(1);
+      expect(await repository.findSession("hash-live", now)).toBeNull();
+    });
+
+    it("claims a setting once: the second claim is false and keeps the first value; after a delete it can be claimed again", async () => {
+      const store = await fresh();
+      const repository = await store.open();
+      expect(await repository.claimSetting("admin_token_hash", "first")).toBe(true);
+      expect(await repository.claimSetting("admin_token_hash", "second")).toBe(false);
+      expect(await repository.getSetting("admin_token_hash")).toBe("first");
+      await repository.deleteSetting("admin_token_hash");
+      await repository.deleteSetting("admin_token_hash"); // a no-op
+      expect(await repository.getSetting("admin_token_hash")).toBeNull();
+      expect(await repository.claimSetting("admin_token_hash", "third")).toBe(true);
+      expect(await repository.getSetting("admin_token_hash")).toBe("third");
+      // A value set the ordinary way counts as taken.
+      await repository.setSetting("other", "set");
+      expect(await repository.claimSetting("other", "claimed")).toBe(false);
+      expect(await repository.getSetting("other")).toBe("set");
+    });
+
+    it.skipIf(harness.concurrentInstances === false)("gives a setting to exactly one of gateways claiming it together", async () => {
+      const store = await fresh();
+      const a = await store.open();
+      const b = await store.open();
+      const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b).claimSetting("race", `value-${i}`)));
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      expect(await a.getSetting("race")).toBe(`value-${claims.indexOf(true)}`);
+    });
+
+    it("lists an account's credits and plan purchases newest first by a cursor, never usage, never another account's", async () => {
+      const store = await fresh();
+      const repository = await store.open();
+      const { account, key } = await accountWithKey(repository);
+      const other = await repository.createAccount("Other");
+      await repository.addCredit({ accountId: account.id, amount: 30 * USD, kind: "card", reference: "c1" });
+      await Bun.sleep(2);
+      await repository.addCredit({ accountId: account.id, amount: USD, kind: "bonus", reference: "welcome" });
+      await repository.addCredit({ accountId: other.id, amount: 7 * USD, kind: "card", reference: "other" });
+      await Bun.sleep(2);
+      const start = Date.now();
+      await repository.purchasePlan({
+        id: "plan_1",
+        accountId: account.id,
+        plan: "pro",
+        funding: "balance",
+        price: 20 * USD,
+        bonus: 0,
+        startedAt: start,
+        endsAt: start + 30 * 86_400_000,
+        renewing: false,
+      });
+      await Bun.sleep(2);
+      await repository.addCredit({ accountId: account.id, amount: 2 * USD, kind: "usdt", reference: "0xabc" });
+      // Usage: a generation with a cost, queued and committed; it is a ledger debit, not a listed entry.
+      repository.recordGeneration(makeGeneration(account.id, key.id, { inputCost: 5_000, outputCost: 0 }));
+      await repository.flush();
+      repository.recordGeneration(makeGeneration(account.id, key.id, { inputCost: 5_000, outputCost: 0 }));
+
+      const all = await repository.listLedgerEntries(account.id, { limit: 100 });
+      expect(all.map((e) => [e.kind, e.amount])).toEqual([
+        ["usdt", 2 * USD],
+        ["plan", -20 * USD],
+        ["bonus", USD],
+        ["card", 30 * USD],
+      ]);
+      expect(all.map((e) => e.reference)).toContain("0xabc");
+      expect(all).toEqual(newestFirst(all));
+      for (const entry of all) {
+        expect(entry.id).toStartWith("le_");
+        expect(entry.createdAt).toBeNumber();
+      }
+      expect((await ledgerSums(store, account.id)).debits).toBe(20 * USD + 5_000);
+
+      const first = await repository.listLedgerEntries(account.id, { limit: 3 });
+      const last = first[first.length - 1]!;
+      const rest = await repository.listLedgerEntries(account.id, { limit: 3, before: last.createdAt, beforeId: last.id });
+      expect(ids([...first, ...rest])).toEqual(ids(all));
+      expect(ids(await repository.listLedgerEntries(account.id, { limit: 10, before: all[1]!.createdAt }))).toEqual(
+        ids(all.filter((e) => e.createdAt < all[1]!.createdAt)),
+      );
+
+      expect((await repository.listLedgerEntries(other.id, { limit: 100 })).map((e) => e.reference)).toEqual(["other"]);
+      expect(await repository.listLedgerEntries("acct_missing", { limit: 100 })).toEqual([]);
+      expect(await repository.listLedgerEntries(account.id, { limit: 0 })).toEqual([]);
+    });
+
+    describe("listGenerations filters", () => {
+      const DAY = 86_400_000;
+      const day0 = Date.UTC(2026, 0, 10);
+
+      /**
+       * An account with two keys, three models, every status, over three days, half committed and half
+       * queued (not flushed), and another account with rows that match every filter.
+       */
+      async function logFixture() {
+        const repository = await (await fresh()).open({ flushIntervalMs: 60_000 });
+        const { account, key } = await accountWithKey(repository);
+        const key2 = await repository.createKey({ ...key, id: "", keyHash: crypto.randomUUID(), name: "second" });
+        const { account: other, key: otherKey } = await accountWithKey(repository);
+        const models = ["gpt-a", "gpt-b", "claude-c"];
+        const statuses = ["success", "success", "failed", "success", "cancelled"] as const;
+        const made: Generation[] = [];
+        for (let i = 0; i < 60; i++) {
+          made.push(
+            makeGeneration(account.id, i % 2 === 0 ? key.id : key2.id, {
+              model: models[i % 3],
+              status: statuses[i % 5],
+              errorCode: statuses[i % 5] === "success" ? null : "upstream_error",
+              // Three days, and pairs sharing a millisecond (split by id on the cursor).
+              createdAt: day0 + Math.floor(i / 20) * DAY + Math.floor((i % 20) / 2) * 1000,
+            }),
+          );
+        }
+        const foreign = statuses.map((status, i) => makeGeneration(other.id, otherKey.id, { model: models[i % 3], status, createdAt: day0 + i * 1000 }));
+        // Committed first, then queued: a filter must apply to both.
+        const shuffled = [...made].sort(() => Math.random() - 0.5);
+        for (const g of [...shuffled.slice(0, 30), ...foreign]) repository.recordGeneration(g);
+        await repository.flush();
+        for (const g of shuffled.slice(30)) repository.recordGeneration(g);
+        return { repository, account, key, key2, made };
+      }
+
+      /** Every page of the query, by the cursor, `size` at a time. */
+      async function allPages(repository: Repository, accountId: string, query: Omit<GenerationQuery, "limit">, size: number): Promise<Generation[]> {
+        const out: Generation[] = [];
+        let page = await repository.listGenerations(accountId, { ...query, limit: size });
+        while (page.length > 0) {
+          out.push(...page);
+          const last = page[page.length - 1]!;
+          page = await repository.listGenerations(accountId, { ...query, limit: size, before: last.createdAt, beforeId: last.id });
+        }
+        return out;
+      }
+
+      it("narrows the log by each filter alone (key, model, status, day), committed and queued alike, newest first", async () => {
+        const { repository, account, key, key2, made } = await logFixture();
+        const expect_ = async (query: Omit<GenerationQuery, "limit">, keep: (g: Generation) => boolean) => {
+          const expected = ids(newestFirst(made.filter(keep)));
+          expect(expected.length).toBeGreaterThan(0);
+          expect(ids(await repository.listGenerations(account.id, { ...query, limit: 1000 }))).toEqual(expected);
+        };
+        await expect_({}, () => true);
+        await expect_({ keyId: key.id }, (g) => g.keyId === key.id);
+        await expect_({ keyId: key2.id }, (g) => g.keyId === key2.id);
+        await expect_({ model: "gpt-b" }, (g) => g.model === "gpt-b");
+        await expect_({ status: "success" }, (g) => g.status === "success");
+        await expect_({ status: "failed" }, (g) => g.status === "failed");
+        await expect_({ status: "cancelled" }, (g) => g.status === "cancelled");
+        // A day: since its start (inclusive), until the next day's start (exclusive).
+        await expect_({ since: day0 + DAY, until: day0 + 2 * DAY }, (g) => g.createdAt >= day0 + DAY && g.createdAt < day0 + 2 * DAY);
+        await expect_({ since: day0 + 2 * DAY }, (g) => g.createdAt >= day0 + 2 * DAY);
+        await expect_({ until: day0 + DAY }, (g) => g.createdAt < day0 + DAY);
+        expect(await repository.listGenerations(account.id, { model: "no-such-model", limit: 100 })).toEqual([]);
+        expect(await repository.listGenerations(account.id, { keyId: "key_missing", limit: 100 })).toEqual([]);
+      });
+
+      it("combines the filters (all must hold) and pages them by the cursor, none lost or repeated", async () => {
+        const { repository, account, key, made } = await logFixture();
+        const query = { keyId: key.id, model: "gpt-a", since: day0 + DAY, until: day0 + 3 * DAY };
+        const keep = (g: Generation) => g.keyId === key.id && g.model === "gpt-a" && g.createdAt >= day0 + DAY && g.createdAt < day0 + 3 * DAY;
+        const expected = ids(newestFirst(made.filter(keep)));
+        expect(expected.length).toBeGreaterThan(2);
+        expect(ids(await repository.listGenerations(account.id, { ...query, limit: 100 }))).toEqual(expected);
+        expect(ids(await allPages(repository, account.id, query, 2))).toEqual(expected);
+
+        const failedOfKey = ids(newestFirst(made.filter((g) => g.status === "failed" && g.keyId === key.id)));
+        expect(ids(await repository.listGenerations(account.id, { keyId: key.id, status: "failed", limit: 100 }))).toEqual(failedOfKey);
+
+        // Every single filter pages the same way, across the pairs of rows sharing a millisecond.
+        for (const q of [{ status: "success" as const }, { model: "claude-c" }, { since: day0 + DAY }, {}]) {
+          expect(ids(await allPages(repository, account.id, q, 3))).toEqual(ids(await repository.listGenerations(account.id, { ...q, limit: 1000 })));
+        }
+        // The same after the queued ones are committed.
+        await repository.flush();
+        expect(ids(await allPages(repository, account.id, query, 2))).toEqual(expected);
+        expect(ids(await repository.listGenerations(account.id, { status: "cancelled", limit: 1000 }))).toEqual(
+          ids(newestFirst(made.filter((g) => g.status === "cancelled"))),
+        );
+      });
+
+      it("never lists another account's generations, whatever the filters", async () => {
+        const { repository, account, key, made } = await logFixture();
+        const mine = new Set(ids(made));
+        for (const q of [{}, { status: "failed" as const }, { model: "gpt-a" }, { since: day0 }, { keyId: key.id }]) {
+          const rows = await repository.listGenerations(account.id, { ...q, limit: 1000 });
+          expect(rows.every((g) => g.accountId === account.id && mine.has(g.id))).toBe(true);
+        }
+        // Another account's key as a filter finds nothing in this account.
+        const [foreign] = (await repository.listGenerations((await repository.listAccounts({ limit: 10 })).find((a) => a.id !== account.id)!.id, { limit: 1 }));
+        expect(foreign).toBeDefined();
+        expect(await repository.listGenerations(account.id, { keyId: foreign!.keyId, limit: 100 })).toEqual([]);
+      });
     });
   });
 }

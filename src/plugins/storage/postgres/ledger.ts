@@ -1,12 +1,16 @@
 import type { SQL } from "bun";
+import { and, desc, eq, ne } from "drizzle-orm";
 import { InvalidRecordError, RecordConflictError, RecordNotFoundError } from "../errors.ts";
 import type { AccountTotals, CreditInput, CreditResult, LedgerStore } from "../repository.ts";
-import { checkCredit, CREDITS_CAP_MESSAGE, PAID_KINDS } from "../rows.ts";
+import { checkCredit, CREDITS_CAP_MESSAGE, PAID_KINDS, toLedgerEntry } from "../rows.ts";
+import { olderThan, pageLimit } from "../shared/cursor.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import { newId } from "../shared/ids.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
 import { guard, isForeignKeyViolation } from "./errors.ts";
+import type { PostgresDb } from "./open.ts";
 import { costOf, notStored, num, storedIdsSql } from "./overlay.ts";
+import { ledgerEntries } from "./schema.ts";
 
 const TOTALS = `
 select a.total_credits_nano as credits, a.total_debits_nano as debits, a.paid_credits_nano as paid, ${storedIdsSql("$2")} as stored
@@ -16,7 +20,7 @@ select a.total_credits_nano as credits, a.total_debits_nano as debits, a.paid_cr
  * The ledger on Postgres: a credit is one transaction, exactly once per reference however many
  * gateways race; totals are the committed ones plus this process's queued debits not yet stored.
  */
-export function createPostgresLedger(client: SQL, pending: PendingGenerations, gate: StoreGate): LedgerStore {
+export function createPostgresLedger(client: SQL, db: PostgresDb, pending: PendingGenerations, gate: StoreGate): LedgerStore {
   async function totalsOf(accountId: string): Promise<AccountTotals> {
     const queued = pending.queue.filter((g) => g.accountId === accountId);
     const [row] = await client.unsafe(TOTALS, [accountId, queued.map((g) => g.id)]);
@@ -71,5 +75,19 @@ export function createPostgresLedger(client: SQL, pending: PendingGenerations, g
       }),
 
     accountTotals: (accountId) => guard(() => totalsOf(accountId)),
+
+    listLedgerEntries: (accountId, page) =>
+      guard(async () => {
+        const limit = pageLimit(page);
+        if (limit === 0) return [];
+        // Usage rows exist only in databases written before migration 0002: a request's usage is its generation.
+        const rows = await db
+          .select({ id: ledgerEntries.id, kind: ledgerEntries.kind, amountNano: ledgerEntries.amountNano, reference: ledgerEntries.reference, createdAt: ledgerEntries.createdAt })
+          .from(ledgerEntries)
+          .where(and(eq(ledgerEntries.accountId, accountId), ne(ledgerEntries.kind, "usage"), olderThan(ledgerEntries, page)))
+          .orderBy(desc(ledgerEntries.createdAt), desc(ledgerEntries.id))
+          .limit(limit);
+        return rows.map(toLedgerEntry);
+      }),
   };
 }

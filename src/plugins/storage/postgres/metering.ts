@@ -4,8 +4,8 @@ import { checkGeneration, generationFromRow } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
-import { olderThan, pageLimit } from "../shared/cursor.ts";
-import { mergePage, queuedPage } from "../shared/page.ts";
+import { pageLimit } from "../shared/cursor.ts";
+import { generationsWhere, mergePage, queuedPage } from "../shared/page.ts";
 import { guard } from "./errors.ts";
 import type { PostgresDb } from "./open.ts";
 import { notStored } from "./overlay.ts";
@@ -44,16 +44,16 @@ export function createPostgresMetering(db: PostgresDb, pending: PendingGeneratio
         return byResponse === undefined ? null : generationFromRow(byResponse);
       }),
 
-    listGenerations: (accountId, page) =>
+    listGenerations: (accountId, query) =>
       guard(async () => {
-        const limit = pageLimit(page);
+        const limit = pageLimit(query);
         if (limit === 0) return [];
         // Captured before the query: a generation committed meanwhile shows up in both, and is kept once.
-        const queued = queuedPage(pending, accountId, page);
+        const queued = queuedPage(pending, accountId, query);
         const stored = await db
           .select()
           .from(generations)
-          .where(and(eq(generations.accountId, accountId), olderThan(generations, page)))
+          .where(generationsWhere(generations, accountId, query))
           .orderBy(desc(generations.createdAt), desc(generations.id))
           .limit(limit);
         return mergePage(stored.map(generationFromRow), queued, limit);

@@ -14,7 +14,9 @@ import { createMeteringWriter } from "./metering-writer.ts";
 import { openPostgres, type OpenPostgresOptions } from "./open.ts";
 import { createPostgresPlans, postgresPlanStore } from "./plans.ts";
 import { createPostgresReservations, postgresReservationStore } from "./reservations.ts";
+import { createPostgresSessions } from "./sessions.ts";
 import { createPostgresSettings } from "./settings.ts";
+import { createPostgresUsers } from "./users.ts";
 
 export interface PostgresRepositoryOptions extends OpenPostgresOptions {
   /** Group-commit period (default 5 ms). */
@@ -65,13 +67,15 @@ export async function createPostgresRepository(url: string, options: PostgresRep
 
   return {
     ...createPostgresAccounts(db, gate),
-    ...createPostgresLedger(client, pending, gate),
+    ...createPostgresLedger(client, db, pending, gate),
     ...createPostgresKeys(client, db, pending, gate),
     ...createPostgresMetering(db, pending, commits, gate),
     ...postgresReservationStore(reservations, gate),
     ...postgresPlanStore(plans, gate),
     ...createPostgresInstances(reservations, gate),
     ...createPostgresSettings(db, gate),
+    ...createPostgresUsers(db, gate),
+    ...createPostgresSessions(db, gate),
     ...lifecycle,
   };
 }

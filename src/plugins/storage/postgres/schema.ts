@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { bigint, boolean, check, index, integer, pgTable, pgView, primaryKey, text, type AnyPgColumn } from "drizzle-orm/pg-core";
 import type { GenerationStatus } from "../repository.ts";
 import { LEDGER_VIEW_QUERY } from "../ledger-view.ts";
-import { hasResponseId, ledgerChecks, storageColumns, type LedgerKind } from "../shared/tables.ts";
+import { hasResponseId, ledgerChecks, notSuccess, storageColumns, type LedgerKind } from "../shared/tables.ts";
 
 /**
  * Postgres tables of the storage plugin: the columns of shared/tables.ts on Postgres's builders. Money
@@ -27,6 +27,7 @@ const columns = storageColumns({
   accountRef: (name) => text(name).references((): AnyPgColumn => accounts.id),
   keyRef: (name) => text(name).references((): AnyPgColumn => apiKeys.id),
   generationRef: (name) => text(name).references((): AnyPgColumn => generations.id),
+  userRef: (name) => text(name).references((): AnyPgColumn => users.id),
 });
 
 export const accounts = pgTable("accounts", columns.accounts);
@@ -36,6 +37,12 @@ export const apiKeys = pgTable("api_keys", columns.apiKeys, (t) => [index("api_k
 export const generations = pgTable("generations", columns.generations, (t) => [
   index("generations_account_created_idx").on(t.accountId, t.createdAt),
   index("generations_account_response_idx").on(t.accountId, t.responseId).where(hasResponseId(t)),
+  // The request log's filters (listGenerations): by key, by model, by a status other than success. The
+  // status index is partial: most requests succeed, a success filter reads the (account_id, created_at)
+  // index, and this one holds only the failed and cancelled requests.
+  index("generations_account_key_created_idx").on(t.accountId, t.keyId, t.createdAt),
+  index("generations_account_model_created_idx").on(t.accountId, t.model, t.createdAt),
+  index("generations_account_status_created_idx").on(t.accountId, t.status, t.createdAt).where(notSuccess(t)),
 ]);
 
 export const ledgerEntries = pgTable("ledger_entries", columns.ledgerEntries, (t) => [
@@ -58,5 +65,9 @@ export const gatewayInstances = pgTable("gateway_instances", columns.gatewayInst
 export const spendBuckets = pgTable("spend_buckets", columns.spendBuckets, (t) => [primaryKey({ columns: [t.accountId, t.bucketStart] })]);
 
 export const accountPlans = pgTable("account_plans", columns.accountPlans, (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)]);
+
+export const users = pgTable("users", columns.users, (t) => [index("users_account_idx").on(t.accountId)]);
+
+export const dashboardSessions = pgTable("dashboard_sessions", columns.dashboardSessions, (t) => [index("dashboard_sessions_expires_idx").on(t.expiresAt)]);
 
 export const ledger = pgView("ledger", columns.ledger).as(sql.raw(LEDGER_VIEW_QUERY));

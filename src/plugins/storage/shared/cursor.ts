@@ -1,4 +1,4 @@
-import { and, eq, lt, or, type Column } from "drizzle-orm";
+import { and, eq, lt, lte, or, type Column } from "drizzle-orm";
 import type { RequestPage } from "../repository.ts";
 
 /** A page's row count: a whole number, at least 0. */
@@ -10,7 +10,12 @@ export function pageLimit(page: RequestPage): number {
 export function olderThan(table: { createdAt: Column; id: Column }, page: RequestPage) {
   if (page.before === undefined) return undefined;
   const beforeId = page.beforeId ?? "";
-  return or(lt(table.createdAt, page.before), and(eq(table.createdAt, page.before), lt(table.id, beforeId)));
+  // The plain `created_at <= before` bounds the index range: the OR alone would be a filter over the
+  // whole (account, created_at) range above the cursor, and a deep page would read every row before it.
+  return and(
+    lte(table.createdAt, page.before),
+    or(lt(table.createdAt, page.before), and(eq(table.createdAt, page.before), lt(table.id, beforeId))),
+  );
 }
 
 /** The same cursor test for rows still in memory (queued generations). */

@@ -15,7 +15,7 @@ export type LedgerKind = (typeof LEDGER_KINDS)[number];
 type Col = ColumnBuilder;
 
 /** A dialect's builder for each kind of column (nullable unless the kind says otherwise). */
-export interface ColumnKit<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col> {
+export interface ColumnKit<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col, UserRef extends Col> {
   text(name: string): Text;
   /** Text with a UNIQUE constraint. */
   uniqueText(name: string): UniqueText;
@@ -31,10 +31,11 @@ export interface ColumnKit<Text extends Col, UniqueText extends Col, Money exten
   /** Text typed as a `GenerationStatus`, and as a `LedgerKind`. */
   status(name: string): Status;
   ledgerKind(name: string): Kind;
-  /** Foreign keys: accounts.id, api_keys.id, generations.id. */
+  /** Foreign keys: accounts.id, api_keys.id, generations.id, users.id. */
   accountRef(name: string): AccountRef;
   keyRef(name: string): KeyRef;
   generationRef(name: string): GenerationRef;
+  userRef(name: string): UserRef;
 }
 
 /** A default the generic column cannot check (its data type is the dialect's): 0 or false, as the kind says. */
@@ -47,8 +48,8 @@ function orElse<T extends Col>(column: T, value: number | boolean): HasDefault<T
  * per table, one line per column), and one function is what lets a single inference carry the kit's
  * builder types to every column.
  */
-export function storageColumns<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col>(
-  k: ColumnKit<Text, UniqueText, Money, Ms, Int, Count, Bool, Status, Kind, AccountRef, KeyRef, GenerationRef>,
+export function storageColumns<Text extends Col, UniqueText extends Col, Money extends Col, Ms extends Col, Int extends Col, Count extends Col, Bool extends Col, Status extends Col, Kind extends Col, AccountRef extends Col, KeyRef extends Col, GenerationRef extends Col, UserRef extends Col>(
+  k: ColumnKit<Text, UniqueText, Money, Ms, Int, Count, Bool, Status, Kind, AccountRef, KeyRef, GenerationRef, UserRef>,
 ) {
   const tokens = (count: (name: string) => Int | Count) => ({
     promptTokens: count("prompt_tokens").notNull(),
@@ -182,6 +183,27 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       endsAt: k.epochMs("ends_at").notNull(),
       renewing: k.bool("renewing").notNull(),
     },
+    /** People who sign in to the dashboard, each of one account. */
+    users: {
+      /** `usr_…` */
+      id: k.text("id").primaryKey(),
+      accountId: k.accountRef("account_id").notNull(),
+      /** Lower-cased by the caller; unique over the whole gateway. */
+      email: k.uniqueText("email").notNull(),
+      /** owner or member. */
+      role: k.text("role").notNull(),
+      /** argon2id PHC string. */
+      passwordHash: k.text("password_hash").notNull(),
+      createdAt: k.epochMs("created_at").notNull(),
+    },
+    /** Dashboard sign-ins, server-side: the SHA-256 of the cookie's id, never the id. */
+    dashboardSessions: {
+      idHash: k.text("id_hash").primaryKey(),
+      /** NULL: the operator, signed in with the admin token. */
+      userId: k.userRef("user_id"),
+      createdAt: k.epochMs("created_at").notNull(),
+      expiresAt: k.epochMs("expires_at").notNull(),
+    },
     /** The `ledger` view (ledger-view.ts): every money movement of every account, signed. */
     ledger: {
       id: k.text("id").notNull(),
@@ -212,3 +234,10 @@ export function ledgerChecks(t: { kind: Column; amountNano: Column; generationId
  * and Messages rows stay out of this partial index, so the hot insert path pays for no random-keyed index.
  */
 export const hasResponseId = (t: { responseId: Column }): SQL => sql`${t.responseId} is not null`;
+
+/**
+ * The generations that did not succeed: the few rows of the partial (account_id, status, created_at)
+ * index. A status filter other than success adds this very term to its query, so that SQLite (which
+ * matches a partial index's condition by its terms, not by implication) uses the index too.
+ */
+export const notSuccess = (t: { status: Column }): SQL => sql`${t.status} <> 'success'`;

@@ -1,7 +1,8 @@
-import { eq, sql } from "drizzle-orm";
+import { and, desc, eq, ne, sql } from "drizzle-orm";
 import { InvalidRecordError, RecordConflictError, RecordNotFoundError } from "../errors.ts";
 import type { AccountTotals, CreditInput, CreditResult, LedgerStore } from "../repository.ts";
-import { checkCredit, CREDITS_CAP_MESSAGE, PAID_KINDS } from "../rows.ts";
+import { checkCredit, CREDITS_CAP_MESSAGE, PAID_KINDS, toLedgerEntry } from "../rows.ts";
+import { olderThan, pageLimit } from "../shared/cursor.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import { newId } from "../shared/ids.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
@@ -75,6 +76,20 @@ export function createSqliteLedger(db: SqliteDb, pending: PendingGenerations, ga
 
     async accountTotals(accountId) {
       return totalsOf(accountId);
+    },
+
+    async listLedgerEntries(accountId, page) {
+      const limit = pageLimit(page);
+      if (limit === 0) return [];
+      // Usage rows exist only in files written before migration 0005: a request's usage is its generation.
+      return db
+        .select({ id: ledgerEntries.id, kind: ledgerEntries.kind, amountNano: ledgerEntries.amountNano, reference: ledgerEntries.reference, createdAt: ledgerEntries.createdAt })
+        .from(ledgerEntries)
+        .where(and(eq(ledgerEntries.accountId, accountId), ne(ledgerEntries.kind, "usage"), olderThan(ledgerEntries, page)))
+        .orderBy(desc(ledgerEntries.createdAt), desc(ledgerEntries.id))
+        .limit(limit)
+        .all()
+        .map(toLedgerEntry);
     },
   };
 }

@@ -5,8 +5,8 @@ import { checkGeneration, generationFromRow } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
-import { olderThan, pageLimit } from "../shared/cursor.ts";
-import { mergePage, queuedPage } from "../shared/page.ts";
+import { pageLimit } from "../shared/cursor.ts";
+import { generationsWhere, mergePage, queuedPage } from "../shared/page.ts";
 import type { SqliteDb } from "./open.ts";
 import { compileStatement } from "./statements.ts";
 import { generations, usageDaily } from "./schema.ts";
@@ -56,15 +56,15 @@ export function createSqliteMetering(
       return row === undefined ? null : generationFromRow(row);
     },
 
-    async listGenerations(accountId, page) {
-      const limit = pageLimit(page);
+    async listGenerations(accountId, query) {
+      const limit = pageLimit(query);
       if (limit === 0) return [];
       // Reads and commits share the one JS thread: a generation is either queued or stored, never both.
-      const queued = queuedPage(pending, accountId, page);
+      const queued = queuedPage(pending, accountId, query);
       const stored = db
         .select()
         .from(generations)
-        .where(and(eq(generations.accountId, accountId), olderThan(generations, page)))
+        .where(generationsWhere(generations, accountId, query))
         .orderBy(desc(generations.createdAt), desc(generations.id))
         .limit(limit)
         .all()

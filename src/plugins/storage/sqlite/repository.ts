@@ -16,7 +16,9 @@ import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createSqlitePlans, sqlitePlanStore } from "./plans.ts";
 import { lockForHolds } from "./process-lock.ts";
 import { createSqliteReservations, sqliteReservationStore, type HoldsMode } from "./reservations.ts";
+import { createSqliteSessions } from "./sessions.ts";
 import { createSqliteSettings } from "./settings.ts";
+import { createSqliteUsers } from "./users.ts";
 
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** Group-commit period (default 5 ms). */
@@ -95,6 +97,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     ...sqlitePlanStore(plans, gate, reservations.storedChanged),
     ...createSqliteInstances(reservations, gate),
     ...createSqliteSettings(db, gate),
+    ...createSqliteUsers(db, gate),
+    ...createSqliteSessions(db, gate),
     ...lifecycle,
   };
 }

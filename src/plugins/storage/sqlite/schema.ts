@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { check, index, integer, primaryKey, sqliteTable, sqliteView, text, type AnySQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { GenerationStatus } from "../repository.ts";
 import { LEDGER_VIEW_QUERY } from "../ledger-view.ts";
-import { hasResponseId, ledgerChecks, storageColumns, type LedgerKind } from "../shared/tables.ts";
+import { hasResponseId, ledgerChecks, notSuccess, storageColumns, type LedgerKind } from "../shared/tables.ts";
 
 /**
  * SQLite tables of the storage plugin: the columns of shared/tables.ts on SQLite's builders (every
@@ -28,6 +28,7 @@ const columns = storageColumns({
   accountRef: (name) => text(name).references((): AnySQLiteColumn => accounts.id),
   keyRef: (name) => text(name).references((): AnySQLiteColumn => apiKeys.id),
   generationRef: (name) => text(name).references((): AnySQLiteColumn => generations.id),
+  userRef: (name) => text(name).references((): AnySQLiteColumn => users.id),
 });
 
 export const accounts = sqliteTable("accounts", columns.accounts);
@@ -37,6 +38,12 @@ export const apiKeys = sqliteTable("api_keys", columns.apiKeys, (t) => [index("a
 export const generations = sqliteTable("generations", columns.generations, (t) => [
   index("generations_account_created_idx").on(t.accountId, t.createdAt),
   index("generations_account_response_idx").on(t.accountId, t.responseId).where(hasResponseId(t)),
+  // The request log's filters (listGenerations): by key, by model, by a status other than success. The
+  // status index is partial: most requests succeed, a success filter reads the (account_id, created_at)
+  // index, and this one holds only the failed and cancelled requests.
+  index("generations_account_key_created_idx").on(t.accountId, t.keyId, t.createdAt),
+  index("generations_account_model_created_idx").on(t.accountId, t.model, t.createdAt),
+  index("generations_account_status_created_idx").on(t.accountId, t.status, t.createdAt).where(notSuccess(t)),
 ]);
 
 export const ledgerEntries = sqliteTable("ledger_entries", columns.ledgerEntries, (t) => [
@@ -78,5 +85,9 @@ export const gatewayInstances = sqliteTable("gateway_instances", columns.gateway
 export const spendBuckets = sqliteTable("spend_buckets", columns.spendBuckets, (t) => [primaryKey({ columns: [t.accountId, t.bucketStart] })]);
 
 export const accountPlans = sqliteTable("account_plans", columns.accountPlans, (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)]);
+
+export const users = sqliteTable("users", columns.users, (t) => [index("users_account_idx").on(t.accountId)]);
+
+export const dashboardSessions = sqliteTable("dashboard_sessions", columns.dashboardSessions, (t) => [index("dashboard_sessions_expires_idx").on(t.expiresAt)]);
 
 export const ledger = sqliteView("ledger", columns.ledger).as(sql.raw(LEDGER_VIEW_QUERY));

@@ -4,7 +4,7 @@ import type { StoreGate } from "../shared/gate.ts";
 import type { SqliteDb } from "./open.ts";
 import { settings } from "./schema.ts";
 
-/** Named values on SQLite: one row each, upserted. */
+/** Named values on SQLite: one row each, upserted; a claim is an insert that does nothing when the name is taken. */
 export function createSqliteSettings(db: SqliteDb, gate: StoreGate): SettingsStore {
   return {
     async getSetting(name) {
@@ -14,6 +14,17 @@ export function createSqliteSettings(db: SqliteDb, gate: StoreGate): SettingsSto
     async setSetting(name, value) {
       gate.assertOpen();
       db.insert(settings).values({ name, value }).onConflictDoUpdate({ target: settings.name, set: { value } }).run();
+    },
+
+    async claimSetting(name, value) {
+      gate.assertOpen();
+      const row = db.insert(settings).values({ name, value }).onConflictDoNothing({ target: settings.name }).returning({ name: settings.name }).get();
+      return row !== undefined;
+    },
+
+    async deleteSetting(name) {
+      gate.assertOpen();
+      db.delete(settings).where(eq(settings.name, name)).run();
     },
   };
 }

@@ -1,0 +1,3 @@
+CREATE INDEX "generations_account_key_created_idx" ON "generations" USING btree ("account_id","key_id","created_at");--> statement-breakpoint
+CREATE INDEX "generations_account_model_created_idx" ON "generations" USING btree ("account_id","model","created_at");--> statement-breakpoint
+CREATE INDEX "generations_account_status_created_idx" ON "generations" USING btree ("account_id","status","created_at") WHERE "generations"."status" <> 'success';
