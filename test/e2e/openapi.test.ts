@@ -20,7 +20,9 @@ const NO_KEYS = { OPENAI_API_KEY: "", DEEPSEEK_API_KEY: "", XAI_API_KEY: "", MIS
  * Routes left out of the document: the docs' own (the UI, the document, the UI's script) and the admin
  * catch-all that answers unknown /admin/ paths with a 404. Everything else must be documented.
  */
-const HIDDEN_ROUTES = ["GET /swagger", "GET /swagger/json", "GET /swagger/assets/scalar.js", "ALL /admin/*"];
+const DOCS_ROUTES = ["GET /swagger", "GET /swagger/json", "GET /swagger/assets/scalar.js", "ALL /admin/*"];
+/** The dashboard's HTML pages (and the / redirect to them) are for browsers, not API clients: hidden from the document. */
+const isDashboardRoute = (key: string) => / \/$| \/dashboard($|\/)/.test(key);
 const PUBLIC_ROUTES = ["GET /health", "GET /ready"];
 
 /**
@@ -133,6 +135,8 @@ describe("openapi document (/swagger/json) against the app's routes", () => {
   it("lists every registered route under its OpenAPI path, and hides only the docs' own routes and the admin catch-all", () => {
     const listed = operations(document);
     const undocumented: string[] = [];
+    const HIDDEN_ROUTES = [...DOCS_ROUTES, ...routes.map((route) => `${route.method} ${route.path}`).filter(isDashboardRoute)];
+    expect(HIDDEN_ROUTES).toContain("GET /dashboard/sign-in");
     for (const route of routes) {
       const key = `${route.method} ${route.path}`;
       const found = listed.find((entry) => entry.method === route.method.toLowerCase() && pathPattern(route.path).test(entry.path));

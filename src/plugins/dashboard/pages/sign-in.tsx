@@ -1,0 +1,175 @@
+import { InvalidRequestError } from "../../../core/errors.ts";
+import { RecordConflictError } from "../../storage/errors.ts";
+import { newUser, normalizeEmail, verifyAgainstNothing, verifyPassword } from "../../auth/users.ts";
+import { HIDDEN, type DashboardDeps, type PageModule } from "../deps.ts";
+import { CsrfField, Layout, Notice } from "../layout.tsx";
+import { cookieHeader, csrfAccepted, isSecure, PRE_SESSION_COOKIE, randomToken, readCookie } from "../session.ts";
+import { createSignInLimits } from "../sign-in-limits.ts";
+import { field, html, redirect } from "../web.ts";
+
+/** Sign in, sign out and (when the config allows it) sign up: the pages before a session exists. */
+export const signInPages: PageModule = (app, deps) => {
+  const limits = createSignInLimits(deps.config.sign_in_limits, deps.now);
+  const { sessions } = deps;
+
+  /** The sign-in form's own CSRF token: a random cookie the form echoes (double submit), made on first view. */
+  function preSession(request: Request): { token: string; cookie?: string } {
+    const existing = readCookie(request, PRE_SESSION_COOKIE);
+    if (existing && /^[A-Za-z0-9_-]{43}$/.test(existing)) return { token: existing };
+    const token = randomToken();
+    return { token, cookie: cookieHeader(PRE_SESSION_COOKIE, token, { secure: isSecure(request, deps.config.secure_cookie), maxAgeSeconds: 3600 }) };
+  }
+
+  async function signInForm(request: Request, notice?: { status: number; text: string }, email = ""): Promise<Response> {
+    const pre = preSession(request);
+    return html(
+      <Layout title="Sign in">
+        {notice ? <Notice kind="error" text={notice.text} /> : ""}
+        <form method="post" action="/dashboard/sign-in" class="stack">
+          <CsrfField token={pre.token} />
+          <label>
+            Email
+            <input type="email" name="email" autocomplete="username" required value={email} />
+          </label>
+          <label>
+            Password
+            <input type="password" name="password" autocomplete="current-password" required />
+          </label>
+          <button type="submit">Sign in</button>
+        </form>
+        {deps.config.signup ? (
+          <p>
+            No account yet? <a href="/dashboard/sign-up">Create an account</a>
+          </p>
+        ) : (
+          ""
+        )}
+        <p class="muted">
+          Operators: <a href="/dashboard/admin/sign-in">sign in with the admin token</a>.
+        </p>
+      </Layout>,
+      { status: notice?.status ?? 200, headers: pre.cookie ? { "set-cookie": pre.cookie } : {} },
+    );
+  }
+
+  app
+    .get("/", () => redirect("/dashboard"), HIDDEN)
+    .get(
+      "/dashboard",
+      async ({ request }) => redirect((await sessions.viewer(request).catch(() => null))?.kind === "operator" ? "/dashboard/admin" : "/dashboard/keys"),
+      HIDDEN,
+    )
+    .get(
+      "/dashboard/sign-in",
+      async ({ request }) => ((await sessions.viewer(request).catch(() => null)) ? redirect("/dashboard") : signInForm(request)),
+      HIDDEN,
+    )
+    .post(
+      "/dashboard/sign-in",
+      async ({ request, body }) => {
+        const form = body as Record<string, unknown> | undefined;
+        const rawEmail = field(form, "email").slice(0, 320);
+        const password = typeof form?.password === "string" ? form.password : "";
+        if (!csrfAccepted(request, readCookie(request, PRE_SESSION_COOKIE) ?? "\0", form)) {
+          return signInForm(request, { status: 403, text: "This form has expired or came from another site. Try again." }, rawEmail);
+        }
+        const email = rawEmail.toLowerCase();
+        const wait = limits.admit(deps.gateway.clientIp(request), email);
+        if (wait > 0) {
+          const minutes = Math.ceil(wait / 60);
+          const response = await signInForm(request, { status: 429, text: `Too many sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.` }, rawEmail);
+          response.headers.set("retry-after", String(wait));
+          return response;
+        }
+        const user = await findUser(deps, rawEmail);
+        // An unknown email costs the same hash as a wrong password: the answer's timing tells nothing.
+        const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyAgainstNothing(password);
+        if (!user || !ok) {
+          limits.failed(email);
+          deps.log.info("dashboard sign-in refused", { ip: deps.gateway.clientIp(request) });
+          return signInForm(request, { status: 401, text: "Wrong email or password." }, rawEmail);
+        }
+        const cookie = await sessions.issue(request, user.id);
+        const headers = new Headers({ location: "/dashboard/keys", "cache-control": "no-store" });
+        headers.append("set-cookie", cookie);
+        headers.append("set-cookie", cookieHeader(PRE_SESSION_COOKIE, "", { secure: isSecure(request, deps.config.secure_cookie), maxAgeSeconds: 0 }));
+        return new Response(null, { status: 303, headers });
+      },
+      HIDDEN,
+    )
+    .post(
+      "/dashboard/sign-out",
+      ({ request, body }) =>
+        deps.userAction(request, body as Record<string, unknown>, async () => redirect("/dashboard/sign-in", { "set-cookie": await sessions.revoke(request) })),
+      HIDDEN,
+    );
+
+  if (!deps.config.signup) return;
+
+  async function signUpForm(request: Request, notice?: { status: number; text: string }, values = { name: "", email: "" }): Promise<Response> {
+    const pre = preSession(request);
+    return html(
+      <Layout title="Create an account">
+        {notice ? <Notice kind="error" text={notice.text} /> : ""}
+        <form method="post" action="/dashboard/sign-up" class="stack">
+          <CsrfField token={pre.token} />
+          <label>
+            Account name
+            <input name="name" required maxlength="200" value={values.name} />
+          </label>
+          <label>
+            Email
+            <input type="email" name="email" autocomplete="username" required value={values.email} />
+          </label>
+          <label>
+            Password
+            <input type="password" name="password" autocomplete="new-password" required minlength="10" />
+          </label>
+          <button type="submit">Create account</button>
+        </form>
+        <p class="muted">The account starts with a zero balance.</p>
+      </Layout>,
+      { status: notice?.status ?? 200, headers: pre.cookie ? { "set-cookie": pre.cookie } : {} },
+    );
+  }
+
+  app
+    .get("/dashboard/sign-up", ({ request }) => signUpForm(request), HIDDEN)
+    .post(
+      "/dashboard/sign-up",
+      async ({ request, body }) => {
+        const form = body as Record<string, unknown> | undefined;
+        const values = { name: field(form, "name").slice(0, 200), email: field(form, "email").slice(0, 320) };
+        const password = typeof form?.password === "string" ? form.password : "";
+        if (!csrfAccepted(request, readCookie(request, PRE_SESSION_COOKIE) ?? "\0", form)) {
+          return signUpForm(request, { status: 403, text: "This form has expired or came from another site. Try again." }, values);
+        }
+        const wait = limits.admit(deps.gateway.clientIp(request), "sign-up");
+        if (wait > 0) return signUpForm(request, { status: 429, text: "Too many attempts from your address. Try again later." }, values);
+        if (values.name === "") return signUpForm(request, { status: 400, text: "Give the account a name." }, values);
+        let created;
+        try {
+          const email = normalizeEmail(values.email);
+          const pending = await newUser({ accountId: "", email, password, role: "owner" });
+          if (await deps.store.findUserByEmail(email)) throw new RecordConflictError("email taken");
+          const account = await deps.store.createAccount(values.name);
+          created = await deps.store.createUser({ ...pending, accountId: account.id });
+        } catch (error) {
+          if (error instanceof InvalidRequestError) return signUpForm(request, { status: 400, text: error.message }, values);
+          if (error instanceof RecordConflictError) return signUpForm(request, { status: 409, text: "An account with this email exists: sign in instead." }, values);
+          throw error;
+        }
+        return redirect("/dashboard/keys", { "set-cookie": await sessions.issue(request, created.id) });
+      },
+      HIDDEN,
+    );
+};
+
+async function findUser(deps: DashboardDeps, rawEmail: string) {
+  try {
+    return await deps.store.findUserByEmail(normalizeEmail(rawEmail));
+  } catch (error) {
+    if (error instanceof InvalidRequestError) return null; // not an email: no such user
+    throw error;
+  }
+}
