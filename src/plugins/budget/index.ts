@@ -7,7 +7,7 @@ import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import type { AccountStore, Funds, InstanceStore, KeyStore, LedgerStore, MeteringStore, PlanCycle, PlanStore, ReservationInput, ReservationStore } from "../storage/repository.ts";
 import { storeCall } from "../storage/http-errors.ts";
-import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanLimits } from "./plans.ts";
+import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanConfig, type PlanLimits } from "./plans.ts";
 import { buyPlanDocs, fundsDocs, listPlansDocs } from "../../openapi/admin.ts";
 
 /** What the budget offers metering (`host.service("budget")`). */
@@ -19,6 +19,31 @@ export interface BudgetService {
    * store cannot answer) and adds it to `ctx.heldNano`.
    */
   extendHold(ctx: GatewayContext, extra: NanoUsd): Promise<NanoUsd>;
+  /**
+   * The funds of an account as a reservation sees them now (and of one of its keys, when given): the answer of
+   * `GET /admin/v1/accounts/:id/funds`, plan windows with their cap, start and what is spent or held in them.
+   * Does not check that the account or the key exists (the admin route does).
+   */
+  funds(accountId: string, key?: { id: string; limit: NanoUsd | null } | null): Promise<FundsView>;
+  /**
+   * Buys a configured plan for an account, as `POST /admin/v1/accounts/:id/plan` does (that route calls this):
+   * an unknown plan is an InvalidRequestError naming the configured ones; the store's refusals (no such account,
+   * a balance short of the price) come as the matching HTTP errors (404, 402).
+   */
+  buyPlan(accountId: string, planName: string, funding: "balance" | "card"): Promise<{ cycle: PlanCycle; balance: NanoUsd }>;
+  /** The configured plans by name (the budget's `plans` config). */
+  readonly plans: Readonly<Record<string, PlanConfig>>;
+}
+
+/** The funds answer (`GET /admin/v1/accounts/:id/funds`); amounts in USD as numbers, like the admin API's. */
+export interface FundsView {
+  account_id: string;
+  balance: number;
+  available: number;
+  held: number;
+  key: { id: string; limit: number | null; usage: number; available: number | null; held: number | null } | null;
+  /** Window name (four_hours, week, month) -> cap (USD), start (ISO time) and what is spent or held in it (USD). */
+  windows: Record<string, { cap: number; start: string; spent_or_held: number }>;
 }
 
 declare module "../../core/plugin.ts" {
@@ -86,7 +111,7 @@ export default definePlugin({
      * The funds as a reservation sees them now, read through the reservation machinery itself (a
      * decision that holds nothing), beside the stored figures: what `held` says is live holds.
      */
-    async function fundsView(accountId: string, key: { id: string; limit: NanoUsd | null } | null) {
+    async function fundsView(accountId: string, key: { id: string; limit: NanoUsd | null } | null): Promise<FundsView> {
       const now = host.now();
       const limits = await windowsOf(accountId, now);
       let seen: Funds | undefined;
@@ -171,6 +196,28 @@ export default definePlugin({
         ctx.heldNano = (ctx.heldNano ?? 0) + granted;
         return granted;
       },
+      funds: (accountId, key = null) => fundsView(accountId, key),
+      async buyPlan(accountId, planName, funding) {
+        const plan = Object.hasOwn(config.plans, planName) ? config.plans[planName] : undefined;
+        if (!plan) throw new InvalidRequestError(`unknown plan "${planName}"; configured: ${Object.keys(config.plans).join(", ") || "none"}`, { param: "plan" });
+        const now = host.now();
+        const bought = await storeCall(
+          store.purchasePlan({
+            id: "plan_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
+            accountId,
+            plan: planName,
+            funding,
+            price: usdToNano(plan.price),
+            bonus: usdToNano(plan.bonus_credit ?? 0),
+            startedAt: now,
+            endsAt: now + PLAN_CYCLE_MS,
+            renewing: funding === "card",
+          }),
+        );
+        planCache.delete(accountId);
+        return bought;
+      },
+      plans: config.plans,
     };
 
     return {
@@ -254,23 +301,7 @@ export default definePlugin({
         app.post(
           "/admin/v1/accounts/:id/plan",
           async ({ params, body, set }) => {
-            const plan = Object.hasOwn(config.plans, body.plan) ? config.plans[body.plan] : undefined;
-            if (!plan) throw new InvalidRequestError(`unknown plan "${body.plan}"; configured: ${Object.keys(config.plans).join(", ") || "none"}`, { param: "plan" });
-            const now = host.now();
-            const { cycle, balance } = await storeCall(
-              store.purchasePlan({
-                id: "plan_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
-                accountId: params.id,
-                plan: body.plan,
-                funding: body.funding,
-                price: usdToNano(plan.price),
-                bonus: usdToNano(plan.bonus_credit ?? 0),
-                startedAt: now,
-                endsAt: now + PLAN_CYCLE_MS,
-                renewing: body.funding === "card",
-              }),
-            );
-            planCache.delete(params.id);
+            const { cycle, balance } = await service.buyPlan(params.id, body.plan, body.funding);
             set.status = 201;
             return { data: cycleView(cycle, balance) };
           },
