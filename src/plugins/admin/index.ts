@@ -2,11 +2,12 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { pathOf } from "../../core/app.ts";
 import { AuthenticationError, ConflictError, InvalidRequestError, NotFoundError, type GatewayError } from "../../core/errors.ts";
-import { nanoToUsd, usdToNano } from "../../core/money.ts";
+import { nanoToUsd } from "../../core/money.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../auth/keys.ts";
 import { checkPassword, checkRole, newUser, normalizeEmail } from "../auth/users.ts";
 import { storeCall } from "../storage/http-errors.ts";
 import { createAudit } from "./audit.ts";
+import { creditAccount, parseAmount } from "./credit.ts";
 import { listPage, listParams, parseListCursor, parseListLimit, parseSearch, type ListCursor } from "./list-query.ts";
 import {
   AccountsQuery,
@@ -18,7 +19,6 @@ import {
   ID_PATTERN,
   IdParams,
   KeysQuery,
-  MAX_AMOUNT_USD,
   RequestsQuery,
 } from "./schema.ts";
 import { parseTimestamp } from "./timestamp.ts";
@@ -38,8 +38,17 @@ import {
 } from "../../openapi/admin.ts";
 import type { AccountStore, KeyStore, LedgerStore, MeteringStore, SettingsStore, UserStore } from "../storage/repository.ts";
 
-/** Minimum top-ups by payment kind (spec: 5 USD card, 12 USD USDT). */
-const MINIMUM_TOP_UP_USD: Partial<Record<string, number>> = { card: 5, usdt: 12 };
+/** What the admin plugin offers the dashboard (`host.service("admin")`): the operators' sign-in check. */
+export interface AdminService {
+  /** Whether `token` is the admin token (compared in constant time, as the bearer check of /admin/ is). */
+  tokenMatches(token: string): boolean;
+}
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    admin: AdminService;
+  }
+}
 
 /** Operator API under /admin/v1: accounts, credits, keys, request logs; one audit line per call. Bearer $GATEWAY_ADMIN_TOKEN. */
 export default definePlugin({
@@ -78,6 +87,9 @@ export default definePlugin({
     }
 
     return {
+      provides: {
+        tokenMatches: (token: string) => adminTokenMatches("Bearer " + token, tokenHash),
+      } satisfies AdminService,
       // Every routed /admin/ call's audit line, this plugin's routes and later plugins' (budget's) alike.
       routeAnswered: (answer) => audit.answered(answer),
 
@@ -150,12 +162,7 @@ export default definePlugin({
               requireAdmin(request);
               audit.note(request, { reference: body.reference });
               await existingAccount(params.id);
-              const amount = parseAmount(body.amount);
-              const minimum = MINIMUM_TOP_UP_USD[body.kind];
-              if (minimum !== undefined && amount < usdToNano(minimum)) {
-                throw new InvalidRequestError(`the minimum ${body.kind} top-up is ${minimum} USD`, { param: "amount" });
-              }
-              const result = await storeCall(store.addCredit({ accountId: params.id, amount, kind: body.kind, reference: body.reference }));
+              const result = await creditAccount(store, params.id, body);
               audit.note(request, { entry_id: result.entryId });
               set.status = 201;
               return { data: { entry_id: result.entryId, balance: nanoToUsd(result.balance), duplicate: result.duplicate } };
@@ -280,19 +287,6 @@ export default definePlugin({
     };
   },
 });
-
-/** A positive USD amount of at most MAX_AMOUNT_USD, in exact nano-USD. */
-function parseAmount(amount: number | string, field = "amount") {
-  try {
-    // Checked before the exact parse, so 1e300 or a 30-digit string is told the bound, not its notation.
-    if (Number(amount) > MAX_AMOUNT_USD) throw new RangeError(`at most ${MAX_AMOUNT_USD} USD`);
-    const nano = usdToNano(amount);
-    if (nano <= 0) throw new RangeError("must be positive");
-    return nano;
-  } catch (error) {
-    throw new InvalidRequestError(`invalid ${field}: ${(error as Error).message}`, { param: field });
-  }
-}
 
 const ID = new RegExp(ID_PATTERN);
 
