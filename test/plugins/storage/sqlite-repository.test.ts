@@ -290,3 +290,62 @@ describe("storage/sqlite migration 0008 (generation attempts)", () => {
     ]);
   });
 });
+
+describe("storage/sqlite migrations 0009 and 0010 (log filter indexes, dashboard users and sessions)", () => {
+  it("opens a pre-0009 file: the indexes and tables are added at start, and its old rows are filtered and listed", async () => {
+    const path = tempDbPath();
+    // The migrations up to 0008, as a database written before this change has them.
+    const before = mkdtempSync(join(tmpdir(), "migrations-"));
+    cpSync(DEFAULT_MIGRATIONS_FOLDER, before, { recursive: true });
+    const journal = JSON.parse(readFileSync(join(before, "meta/_journal.json"), "utf8"));
+    const at = journal.entries.findIndex((entry: { tag: string }) => entry.tag.startsWith("0009_"));
+    expect(at).toBeGreaterThan(0);
+    journal.entries = journal.entries.slice(0, at);
+    writeFileSync(join(before, "meta/_journal.json"), JSON.stringify(journal));
+    const old = openSqlite(path, { migrationsFolder: before }).client;
+    expect(old.query("select name from sqlite_master where name in ('users', 'dashboard_sessions')").all()).toEqual([]);
+    old.exec(`insert into accounts (id, name, created_at) values ('acct_1', 'a', 0)`);
+    old.exec(`insert into api_keys (id, account_id, name, key_hash, label, created_at) values ('key_1', 'acct_1', 'k', 'h', 'l', 0)`);
+    for (const [id, status, createdAt] of [["gen-a", "success", 2], ["gen-b", "failed", 3], ["gen-c", "cancelled", 4]] as const) {
+      old.exec(
+        `insert into generations (id, response_id, account_id, key_id, model, provider, ingress, stream, status, error_code, created_at, latency_ms,
+           time_to_first_token_ms, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, input_cost_nano,
+           cache_read_cost_nano, cache_write_cost_nano, output_cost_nano, total_cost_nano, unbilled_cost_nano, usage_estimated)
+         values ('${id}', null, 'acct_1', 'key_1', 'm', 'p', 'openai-chat', 0, '${status}', null, ${createdAt}, 1, null, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)`,
+      );
+    }
+    old.close();
+    rmSync(before, { recursive: true, force: true });
+
+    const repository = openRepository(path);
+    const indexes = rawAll<{ name: string }>(path, "select name from sqlite_master where type = 'index' and tbl_name = 'generations' order by name").map((r) => r.name);
+    expect(indexes).toEqual(
+      expect.arrayContaining(["generations_account_key_created_idx", "generations_account_model_created_idx", "generations_account_status_created_idx"]),
+    );
+    const ids = async (query: Parameters<Repository["listGenerations"]>[1]) => (await repository.listGenerations("acct_1", query)).map((g) => g.id);
+    expect(await ids({ limit: 10 })).toEqual(["gen-c", "gen-b", "gen-a"]);
+    expect(await ids({ limit: 10, status: "failed" })).toEqual(["gen-b"]);
+    expect(await ids({ limit: 10, status: "success", keyId: "key_1", model: "m" })).toEqual(["gen-a"]);
+    const user = await repository.createUser({ id: "", accountId: "acct_1", email: "a@b.test", role: "owner", passwordHash: "x" });
+    expect(await repository.findUserByEmail("a@b.test")).toEqual(user);
+    await repository.createSession({ idHash: "h", userId: user.id, createdAt: 1, expiresAt: 10 });
+    expect(await repository.findSession("h", 5)).toMatchObject({ userId: user.id });
+  });
+
+  it("uses the partial status index for a status other than success, the key and model indexes for theirs", async () => {
+    const path = tempDbPath();
+    openRepository(path);
+    const plan = (where: string) =>
+      rawAll<{ detail: string }>(
+        path,
+        `explain query plan select id from generations where account_id = 'a' and ${where} order by created_at desc, id desc limit 50`,
+      )
+        .map((r) => r.detail)
+        .join(" | ");
+    // The query states the partial index's condition (shared/page.ts), as SQLite needs to use it.
+    expect(plan(`status = 'failed' and "generations"."status" <> 'success'`)).toContain("generations_account_status_created_idx");
+    expect(plan(`key_id = 'k'`)).toContain("generations_account_key_created_idx");
+    expect(plan(`model = 'm'`)).toContain("generations_account_model_created_idx");
+    expect(plan(`status = 'success'`)).toContain("generations_account_created_idx");
+  });
+});
