@@ -2,7 +2,9 @@ import type { AnyElysia } from "elysia";
 import { GatewayError, UnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { Gateway } from "../../core/plugin.ts";
+import type { AdminService } from "../admin/index.ts";
 import type { AuthService } from "../auth/principal.ts";
+import type { BudgetService } from "../budget/index.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Repository, UserRole } from "../storage/repository.ts";
 import { Layout, Notice } from "./layout.tsx";
@@ -23,6 +25,10 @@ export interface DashboardDeps {
   store: Repository;
   auth: AuthService;
   catalog: Catalog | undefined;
+  /** Plans and funds (the budget plugin), when it runs. */
+  budget: BudgetService | undefined;
+  /** The admin token check for operators' sign-in, when the admin plugin runs. */
+  admin: AdminService | undefined;
   gateway: Gateway;
   sessions: Sessions;
   log: Logger;

@@ -40,6 +40,8 @@ export default definePlugin({
           store,
           auth: host.service("auth"),
           catalog: host.has("catalog") ? host.service("catalog") : undefined,
+          budget: host.has("budget") ? host.service("budget") : undefined,
+          admin: host.has("admin") ? host.service("admin") : undefined,
           gateway,
           sessions,
           log: host.log,
