@@ -98,7 +98,7 @@ function Chart(props: { days: string[]; cells: Cell[]; models: string[]; total: 
   const barWidth = Math.max(1, slot * 0.75);
   const color = (model: string) => PALETTE[props.models.indexOf(model) % PALETTE.length]!;
   const y = (nano: NanoUsd) => top + plotHeight - (nano / ceiling) * plotHeight; // drawing only: every figure shown is exact
-  const labelEvery = Math.ceil(props.days.length / 8);
+  const labelEvery = Math.ceil(props.days.length / 8); // counted back from the last day: today always has its label
   const summary = `Daily cost by model, ${props.startDay} to ${props.endDay} (UTC): total ${usd(props.total)} over ${count(props.requests)} requests, ${props.models.length} model${props.models.length === 1 ? "" : "s"}`;
   return (
     <figure class="chart">
@@ -128,7 +128,7 @@ function Chart(props: { days: string[]; cells: Cell[]; models: string[]; total: 
                     </rect>
                   );
                 })}
-              {index % labelEvery === 0 || index === props.days.length - 1 ? (
+              {(props.days.length - 1 - index) % labelEvery === 0 ? (
                 <text x={left + index * slot + slot / 2} y={height - 12} text-anchor="middle" font-size="11" fill="#5b6470" safe>
                   {day.slice(5)}
                 </text>
