@@ -70,7 +70,7 @@ export default definePlugin({
               serve(request, async (principal) => {
                 const scope = query.scope ?? "account";
                 if (scope !== "account" && scope !== "key") throw new InvalidRequestError(`scope must be "account" or "key"`, { param: "scope" });
-                const { startDay, endDay } = usageWindow(query, Date.now());
+                const { startDay, endDay } = usageWindow(query, host.now());
                 const rows = await store.usageByDay({
                   accountId: principal.accountId,
                   keyId: scope === "key" ? principal.key.id : undefined,
