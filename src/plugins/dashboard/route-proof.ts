@@ -58,6 +58,20 @@ export function createRouteProof(deps: RouteProofDeps) {
   const proof = config.route_proof;
   const float = usdToNano(proof.house_float_usd);
   let houseId: Promise<string> | undefined;
+  /** Proofs started in this hour by this instance, all accounts together: what sign-ups en masse could spend. */
+  let hour = -1;
+  let startedThisHour = 0;
+
+  function withinHourlyCap(): boolean {
+    const current = Math.floor(deps.now() / 3_600_000);
+    if (current !== hour) {
+      hour = current;
+      startedThisHour = 0;
+    }
+    if (startedThisHour >= proof.per_hour) return false;
+    startedThisHour++;
+    return true;
+  }
 
   /** The models offered: the config's list, else every chat model of the catalog. */
   function models(): string[] {
@@ -117,6 +131,9 @@ export function createRouteProof(deps: RouteProofDeps) {
   /** Runs the account's proof with `model`; InvalidRequestError when the model is not offered. */
   async function run(accountId: string, model: string): Promise<ProofOutcome> {
     if (!models().includes(model)) throw new InvalidRequestError("Choose one of the models offered for the route proof.");
+    if (!withinHourlyCap()) {
+      return { kind: "failed", status: 429, message: `route proofs are limited to ${proof.per_hour} an hour on this server; try again later` };
+    }
     if (!(await claim(accountId))) {
       const current = await state(accountId);
       return { kind: "already", state: current.state === "none" ? { state: "running", at: deps.now() } : current };

@@ -23,6 +23,8 @@ export const DashboardConfig = Type.Object({
       max_tokens: Type.Integer({ minimum: 1, maximum: 4096, default: 64 }),
       /** The models offered; empty: every chat model of the catalog. */
       models: Type.Array(Type.String(), { default: [] }),
+      /** Proofs per hour, all accounts together, per instance: the most the house spends on them. */
+      per_hour: Type.Integer({ minimum: 1, default: 60 }),
       /** The house account is topped up to this much before a proof (its ledger shows what proofs cost). */
       house_float_usd: Type.Number({ exclusiveMinimum: 0, maximum: 100, default: 0.05 }),
     },
