@@ -89,7 +89,14 @@ describe.skipIf(!browserSuite("dashboard Keys page"))("dashboard Keys page in he
     expect(answer.choices.length).toBeGreaterThan(0);
     expect(await apiStatus(client.chat.completions.create({ model: "deepseek-flash", messages: [{ role: "user", content: "hello" }] }))).toBe(403);
 
-    // Shown once: a fresh load of the page, a reload and another page never carry it again.
+    // Shown once. Reloading the creation answer re-sends its form: that creates no second key and shows none.
+    await page.reload();
+    expect(new URL(page.url()).search).toBe("?resent=1");
+    expect(await page.getByRole("status").innerText()).toContain("already sent");
+    expect(await page.content()).not.toContain(key);
+    expect(await page.getByLabel("New key").count()).toBe(0);
+    expect((await adminKeys(h, owner.accountId)).map((k) => k.name)).toEqual(["ci key"]);
+    // Nor does a fresh load, a reload of it, or another page.
     await page.goto("/dashboard/keys");
     expect(await page.content()).not.toContain(key);
     expect(await page.getByLabel("New key").count()).toBe(0);

@@ -3,10 +3,12 @@ import { nanoToUsdString, usdToNano, type NanoUsd } from "../../../core/money.ts
 import { parseTimestamp } from "../../admin/timestamp.ts";
 import { MAX_AMOUNT_USD, MAX_RATE_LIMIT, PRINTABLE } from "../../admin/schema.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../../auth/keys.ts";
-import { storeCall } from "../../storage/http-errors.ts";
+import { RecordConflictError } from "../../storage/errors.ts";
+import { asHttpError } from "../../storage/http-errors.ts";
 import type { ApiKey, NewApiKey } from "../../storage/repository.ts";
 import { HIDDEN, type DashboardDeps, type Form, type PageModule, type UserViewer } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
+import { randomToken, sha256 } from "../session.ts";
 import { field, html, redirect } from "../web.ts";
 
 /** Keys shown on one page (each costs two small reads: its spend and its newest request). */
@@ -18,6 +20,8 @@ const PRINTABLE_TEXT = new RegExp(PRINTABLE);
 
 /** The create form's fields as typed (kept on a refusal). */
 interface KeyForm {
+  /** The form's one-time id (hidden): the key's id is derived from it, so a re-sent form (a reload) creates nothing. */
+  formId: string;
   name: string;
   budget: string;
   models: string;
@@ -26,7 +30,8 @@ interface KeyForm {
   expires: string;
 }
 
-const EMPTY_FORM: KeyForm = { name: "", budget: "", models: "", rpm: "", tpm: "", expires: "" };
+const EMPTY_FORM: Omit<KeyForm, "formId"> = { name: "", budget: "", models: "", rpm: "", tpm: "", expires: "" };
+const FORM_ID = /^[A-Za-z0-9_-]{22,64}$/;
 
 /** One row of the table: the key and what is derived for it. */
 interface KeyRow {
@@ -49,7 +54,11 @@ interface Listing {
 export const keysPages: PageModule = (app, deps) => {
   app
     .get("/dashboard/keys", ({ request }) => deps.userPage(request, async (viewer) =>
-        keysPage(deps, viewer, { cursor: cursorOf(request), deletedName: new URL(request.url).searchParams.get("deleted")?.slice(0, 200) }),
+        keysPage(deps, viewer, {
+          cursor: cursorOf(request),
+          deletedName: new URL(request.url).searchParams.get("deleted")?.slice(0, 200),
+          resent: new URL(request.url).searchParams.get("resent") === "1",
+        }),
       ), HIDDEN)
     .post(
       "/dashboard/keys",
@@ -123,6 +132,8 @@ async function keysPage(
     created?: { key: ApiKey; secret: string };
     /** The name of a key just deleted (from ?deleted=, after the redirect). */
     deletedName?: string;
+    /** The create form came again (a reload of its answer): its key exists and is not shown again. */
+    resent?: boolean;
   },
 ): Promise<Response> {
   const listing = await listLiveKeys(deps, viewer.account.id, options.cursor);
@@ -130,6 +141,14 @@ async function keysPage(
   return html(
     <Layout title="Keys" viewer={viewer} active="keys">
       {options.error ? <Notice kind="error" text={options.error} /> : ""}
+      {options.resent ? (
+        <Notice
+          kind="ok"
+          text="This form was already sent: its key was created then and shown only that once. If you did not copy it, delete it and create another."
+        />
+      ) : (
+        ""
+      )}
       {options.deletedName ? <Notice kind="ok" text={`Key ${options.deletedName} deleted: it no longer works.`} /> : ""}
       {options.created ? <NewKey name={options.created.key.name} secret={options.created.secret} /> : ""}
       <KeyTable rows={listing.rows} viewer={viewer} owner={owner} />
@@ -146,7 +165,11 @@ async function keysPage(
         ""
       )}
       {owner ? (
-        <CreateForm viewer={viewer} values={options.created ? EMPTY_FORM : (options.form ?? EMPTY_FORM)} models={chatModels(deps)} />
+        <CreateForm
+          viewer={viewer}
+          values={!options.created && options.form ? options.form : { ...EMPTY_FORM, formId: randomToken(16) }}
+          models={chatModels(deps)}
+        />
       ) : (
         <p class="muted">Only an owner of the account can create or delete keys.</p>
       )}
@@ -247,6 +270,7 @@ function CreateForm(props: { viewer: UserViewer; values: KeyForm; models: string
       <h2>Create a key</h2>
       <form method="post" action="/dashboard/keys" class="stack">
         <CsrfField viewer={props.viewer} />
+        <input type="hidden" name="form_id" value={v.formId} />
         <label>
           Name
           <input name="name" required maxlength="200" value={v.name} />
@@ -335,7 +359,9 @@ function chatModels(deps: DashboardDeps): string[] {
 }
 
 function formOf(form: Form): KeyForm {
+  const formId = field(form, "form_id");
   return {
+    formId: FORM_ID.test(formId) ? formId : randomToken(16),
     name: field(form, "name").slice(0, 400),
     budget: field(form, "budget").slice(0, 60),
     models: field(form, "models").slice(0, 20_000),
@@ -404,14 +430,19 @@ async function createKey(deps: DashboardDeps, viewer: UserViewer, raw: Form): Pr
     throw error;
   }
   const secret = generateApiKey();
-  const key = await storeCall(
-    deps.store.createKey({
-      id: "key_" + crypto.randomUUID().replaceAll("-", "").slice(0, 24),
-      keyHash: hashApiKey(secret),
-      label: maskApiKey(secret),
-      ...fields,
-    }),
-  );
+  // The id comes from the form's one-time id (per account): a form sent twice (a reload of the answer re-posts
+  // it) finds its key made and creates no second one; the id has the admin API's shape (key_ + 24 hex).
+  const id = "key_" + sha256(`dashboard-key:${viewer.account.id}:${form.formId}`).slice(0, 24);
+  const resent = async () => (await deps.store.getKey(id))?.accountId === viewer.account.id;
+  // Looked up first: SQLite's createKey reports a taken primary key as a raw SQLiteError, not a RecordConflictError.
+  if (await resent()) return redirect("/dashboard/keys?resent=1");
+  let key: ApiKey;
+  try {
+    key = await deps.store.createKey({ id, keyHash: hashApiKey(secret), label: maskApiKey(secret), ...fields });
+  } catch (error) {
+    if (error instanceof RecordConflictError && (await resent())) return redirect("/dashboard/keys?resent=1");
+    throw asHttpError(error);
+  }
   deps.log.info("dashboard key created", { account_id: viewer.account.id, user_id: viewer.user.id, key_id: key.id });
   // Answered directly (never a redirect): the only time the full key exists outside the caller. no-store (html()).
   return keysPage(deps, viewer, { status: 201, created: { key, secret } });
