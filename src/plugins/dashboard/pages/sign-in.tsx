@@ -3,7 +3,7 @@ import { RecordConflictError } from "../../storage/errors.ts";
 import { newUser, normalizeEmail, verifyAgainstNothing, verifyPassword } from "../../auth/users.ts";
 import { HIDDEN, type DashboardDeps, type PageModule } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
-import { cookieHeader, csrfAccepted, isSecure, PRE_SESSION_COOKIE, randomToken, readCookie } from "../session.ts";
+import { clearPreSession, preSession as preSessionOf, preSessionAccepted } from "../pre-session.ts";
 import { createSignInLimits } from "../sign-in-limits.ts";
 import { field, html, redirect } from "../web.ts";
 
@@ -12,13 +12,7 @@ export const signInPages: PageModule = (app, deps) => {
   const limits = createSignInLimits(deps.config.sign_in_limits, deps.now);
   const { sessions } = deps;
 
-  /** The sign-in form's own CSRF token: a random cookie the form echoes (double submit), made on first view. */
-  function preSession(request: Request): { token: string; cookie?: string } {
-    const existing = readCookie(request, PRE_SESSION_COOKIE);
-    if (existing && /^[A-Za-z0-9_-]{43}$/.test(existing)) return { token: existing };
-    const token = randomToken();
-    return { token, cookie: cookieHeader(PRE_SESSION_COOKIE, token, { secure: isSecure(request, deps.config.secure_cookie), maxAgeSeconds: 3600 }) };
-  }
+  const preSession = (request: Request) => preSessionOf(request, deps.config.secure_cookie);
 
   async function signInForm(request: Request, notice?: { status: number; text: string }, email = ""): Promise<Response> {
     const pre = preSession(request);
@@ -70,7 +64,7 @@ export const signInPages: PageModule = (app, deps) => {
         const form = body as Record<string, unknown> | undefined;
         const rawEmail = field(form, "email").slice(0, 320);
         const password = typeof form?.password === "string" ? form.password : "";
-        if (!csrfAccepted(request, readCookie(request, PRE_SESSION_COOKIE) ?? "\0", form)) {
+        if (!preSessionAccepted(request, form)) {
           return signInForm(request, { status: 403, text: "This form has expired or came from another site. Try again." }, rawEmail);
         }
         const email = rawEmail.toLowerCase();
@@ -92,7 +86,7 @@ export const signInPages: PageModule = (app, deps) => {
         const cookie = await sessions.issue(request, user.id);
         const headers = new Headers({ location: "/dashboard/keys", "cache-control": "no-store" });
         headers.append("set-cookie", cookie);
-        headers.append("set-cookie", cookieHeader(PRE_SESSION_COOKIE, "", { secure: isSecure(request, deps.config.secure_cookie), maxAgeSeconds: 0 }));
+        headers.append("set-cookie", clearPreSession(request, deps.config.secure_cookie));
         return new Response(null, { status: 303, headers });
       },
       HIDDEN,
@@ -141,7 +135,7 @@ export const signInPages: PageModule = (app, deps) => {
         const form = body as Record<string, unknown> | undefined;
         const values = { name: field(form, "name").slice(0, 200), email: field(form, "email").slice(0, 320) };
         const password = typeof form?.password === "string" ? form.password : "";
-        if (!csrfAccepted(request, readCookie(request, PRE_SESSION_COOKIE) ?? "\0", form)) {
+        if (!preSessionAccepted(request, form)) {
           return signUpForm(request, { status: 403, text: "This form has expired or came from another site. Try again." }, values);
         }
         const wait = limits.admit(deps.gateway.clientIp(request), "sign-up");
