@@ -176,6 +176,8 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(await repository.findKeyByHash("b".repeat(64))).toBeNull();
       expect(await repository.getKey("key_unknown")).toBeNull();
       await expect(repository.createKey({ ...key, id: "key_other" })).rejects.toBeInstanceOf(RecordConflictError);
+      // A taken id (the primary key, not the hash's unique index) is a conflict too, not a driver error.
+      await expect(repository.createKey({ ...key, keyHash: "d".repeat(64) })).rejects.toBeInstanceOf(RecordConflictError);
       await expect(repository.createKey({ ...key, id: "key_orphan", keyHash: "c".repeat(64), accountId: "acct_missing" })).rejects.toBeInstanceOf(
         RecordNotFoundError,
       );

@@ -2,8 +2,10 @@ import type { SQLiteError } from "bun:sqlite";
 import { GatewayError, UnavailableError } from "../../../core/errors.ts";
 import { StorageError } from "../errors.ts";
 
+/** A unique index or the primary key refused the row (a taken id is a conflict, not a driver failure). */
 export function isUniqueViolation(error: unknown): boolean {
-  return (error as Partial<SQLiteError> | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
+  const code = (error as Partial<SQLiteError> | null)?.code;
+  return code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
 
 /** SQLite errors that say "this row can never be written"; every other failure is retried. */
