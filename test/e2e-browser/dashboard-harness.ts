@@ -31,7 +31,7 @@ export const USER_PASSWORD = "correct horse battery staple";
 export interface DashboardHarness {
   t: TestGateway;
   browser: Browser;
-  /** A new account (credited `credit` USD by card unless 0) with one user; returns what signs in. */
+  /** A new account (credited `credit` USD by card unless 0: at least 5, the card minimum) with one user; returns what signs in. */
   newAccountUser(options?: { credit?: number; role?: "owner" | "member"; name?: string }): Promise<{ accountId: string; email: string; password: string }>;
   /** Another user on an existing account. */
   addUser(accountId: string, role?: "owner" | "member"): Promise<{ email: string; password: string }>;
