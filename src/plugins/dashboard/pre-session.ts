@@ -1,5 +1,5 @@
 import type { DashboardConfig } from "./schema.ts";
-import { cookieHeader, csrfAccepted, isSecure, PRE_SESSION_COOKIE, randomToken, readCookie } from "./session.ts";
+import { cookieHeader, csrfAccepted, isSecure, PRE_SESSION_COOKIE, randomToken, readCookie, type Sessions } from "./session.ts";
 
 /**
  * Login CSRF protection of the forms shown before a session exists (user sign-in, sign-up, operator sign-in):
@@ -20,4 +20,16 @@ export function preSessionAccepted(request: Request, form: Record<string, unknow
 /** The Set-Cookie header that drops the pre-session cookie once signed in. */
 export function clearPreSession(request: Request, secureCookie: DashboardConfig["secure_cookie"]): string {
   return cookieHeader(PRE_SESSION_COOKIE, "", { secure: isSecure(request, secureCookie), maxAgeSeconds: 0 });
+}
+
+/**
+ * The answer to a successful sign-in: a session the browser had ends (its cookie is replaced), a new one is
+ * issued, the pre-session cookie dropped, and a 303 to `location`.
+ */
+export async function signedIn(sessions: Sessions, request: Request, userId: string | null, location: string, secureCookie: DashboardConfig["secure_cookie"]): Promise<Response> {
+  await sessions.revoke(request);
+  const headers = new Headers({ location, "cache-control": "no-store" });
+  headers.append("set-cookie", await sessions.issue(request, userId));
+  headers.append("set-cookie", clearPreSession(request, secureCookie));
+  return new Response(null, { status: 303, headers });
 }

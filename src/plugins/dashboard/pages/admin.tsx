@@ -7,7 +7,7 @@ import { storeCall } from "../../storage/http-errors.ts";
 import { CREDIT_KINDS, USER_ROLES, type Account, type PlanCycle } from "../../storage/repository.ts";
 import { HIDDEN, type Form, type OperatorViewer, type PageModule } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
-import { clearPreSession, preSession, preSessionAccepted } from "../pre-session.ts";
+import { preSession, preSessionAccepted, signedIn } from "../pre-session.ts";
 import { createSignInLimits } from "../sign-in-limits.ts";
 import { field, html, redirect } from "../web.ts";
 
@@ -109,11 +109,7 @@ export const adminPages: PageModule = (app, deps) => {
           return signInForm(request, { status: 401, text: "Wrong admin token." });
         }
         deps.log.info("dashboard operator signed in", { ip });
-        await sessions.revoke(request); // a session this browser had (a user's) ends here; its cookie is replaced below
-        const headers = new Headers({ location: "/dashboard/admin", "cache-control": "no-store" });
-        headers.append("set-cookie", await sessions.issue(request, null));
-        headers.append("set-cookie", clearPreSession(request, deps.config.secure_cookie));
-        return new Response(null, { status: 303, headers });
+        return signedIn(sessions, request, null, "/dashboard/admin", deps.config.secure_cookie);
       },
       HIDDEN,
     )

@@ -3,7 +3,7 @@ import { RecordConflictError } from "../../storage/errors.ts";
 import { newUser, normalizeEmail, verifyAgainstNothing, verifyPassword } from "../../auth/users.ts";
 import { HIDDEN, type DashboardDeps, type PageModule } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
-import { clearPreSession, preSession as preSessionOf, preSessionAccepted } from "../pre-session.ts";
+import { preSession as preSessionOf, preSessionAccepted, signedIn } from "../pre-session.ts";
 import { createSignInLimits } from "../sign-in-limits.ts";
 import { field, html, redirect } from "../web.ts";
 
@@ -83,11 +83,7 @@ export const signInPages: PageModule = (app, deps) => {
           deps.log.info("dashboard sign-in refused", { ip: deps.gateway.clientIp(request) });
           return signInForm(request, { status: 401, text: "Wrong email or password." }, rawEmail);
         }
-        const cookie = await sessions.issue(request, user.id);
-        const headers = new Headers({ location: "/dashboard/keys", "cache-control": "no-store" });
-        headers.append("set-cookie", cookie);
-        headers.append("set-cookie", clearPreSession(request, deps.config.secure_cookie));
-        return new Response(null, { status: 303, headers });
+        return signedIn(sessions, request, user.id, "/dashboard/keys", deps.config.secure_cookie);
       },
       HIDDEN,
     )
@@ -153,7 +149,7 @@ export const signInPages: PageModule = (app, deps) => {
           if (error instanceof RecordConflictError) return signUpForm(request, { status: 409, text: "An account with this email exists: sign in instead." }, values);
           throw error;
         }
-        return redirect("/dashboard/keys", { "set-cookie": await sessions.issue(request, created.id) });
+        return signedIn(sessions, request, created.id, "/dashboard/keys", deps.config.secure_cookie);
       },
       HIDDEN,
     );
