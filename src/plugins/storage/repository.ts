@@ -17,6 +17,8 @@ export interface Account {
   id: string;
   name: string;
   createdAt: number; // epoch ms
+  /** Why the account's keys are refused (a payment dispute), until an operator clears it; null: not blocked. */
+  blockedReason: string | null;
 }
 
 export interface ApiKey {
@@ -36,9 +38,11 @@ export interface ApiKey {
   createdAt: number;
   deletedAt: number | null;
   blocked: boolean;
+  /** The account's block (Account.blockedReason), read with the key by findKeyByHash and getKey: the key is refused while it is set. */
+  accountBlockedReason: string | null;
 }
 
-export type NewApiKey = Omit<ApiKey, "createdAt" | "deletedAt" | "blocked">;
+export type NewApiKey = Omit<ApiKey, "createdAt" | "deletedAt" | "blocked" | "accountBlockedReason">;
 
 export interface CreditInput {
   accountId: string;
@@ -136,7 +140,11 @@ export interface LedgerEntry {
   createdAt: number;
 }
 
-export type LedgerKindName = CreditKind | "usage" | "plan";
+/** Money taken back from an account after a credit: a refund or a dispute of a payment (negative ledger entries). */
+export const TAKE_BACK_KINDS = ["refund", "dispute"] as const;
+export type TakeBackKind = (typeof TAKE_BACK_KINDS)[number];
+
+export type LedgerKindName = CreditKind | TakeBackKind | "usage" | "plan";
 
 export const USER_ROLES = ["owner", "member"] as const;
 export type UserRole = (typeof USER_ROLES)[number];
@@ -315,6 +323,135 @@ export interface SettingsStore {
   deleteSetting(name: string): Promise<void>;
 }
 
+export const TOPUP_METHODS = ["card", "usdt"] as const;
+export type TopupMethod = (typeof TOPUP_METHODS)[number];
+
+/**
+ * A top-up's states: `pending` (made, not paid) → `paid` (the processor has the money; not credited: it is
+ * flagged, e.g. the amount or currency differs) → `credited`; `expired` (never paid in time); `refunded` and
+ * `disputed` (money taken back after the credit, in part or whole).
+ */
+export const TOPUP_STATUSES = ["pending", "paid", "credited", "expired", "refunded", "disputed"] as const;
+export type TopupStatus = (typeof TOPUP_STATUSES)[number];
+
+/** One top-up of an account: our own record; the amount credited is always ours, never the processor's. */
+export interface Topup {
+  /** "tu_…" */
+  id: string;
+  accountId: string;
+  method: TopupMethod;
+  /** What is credited, nano-USD. */
+  amount: NanoUsd;
+  status: TopupStatus;
+  /** The processor's object for it (a Stripe Checkout Session id); null when there is none (USDT). */
+  processorRef: string | null;
+  /** Where the payer goes to pay (the Checkout Session's URL). */
+  checkoutUrl: string | null;
+  /** The processor's payment id once paid (a Stripe PaymentIntent, a chain transaction id): the credit's ledger reference. */
+  paymentRef: string | null;
+  /** USDT: the network ("tron"), the receiving address and the exact amount to send in micro-USDT (6 decimals). */
+  network: string | null;
+  payTo: string | null;
+  payAmountMicro: number | null;
+  /** Why a payment was not credited automatically (e.g. "amount paid 4.00 USD differs from 5.00 USD"); null: none. */
+  flag: string | null;
+  /** Taken back so far by refunds and disputes, nano-USD (≤ amount). */
+  takenBack: NanoUsd;
+  /** A pending top-up after this is expired (epoch ms); null: the processor says when. */
+  expiresAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type NewTopup = Pick<Topup, "id" | "accountId" | "method" | "amount" | "network" | "payTo" | "payAmountMicro" | "expiresAt">;
+
+/** An event of a processor (a Stripe event, a chain transfer), applied once: its id is unique over all processors. */
+export interface PaymentEvent {
+  /** "stripe:evt_…", "tron:<transaction id>". */
+  id: string;
+  /** "stripe", "tron". */
+  processor: string;
+  /** The processor's event type ("checkout.session.completed", "trc20.transfer"). */
+  type: string;
+  receivedAt: number;
+}
+
+/** What applying an event does, in the same transaction as its record. */
+export type PaymentEffect =
+  /** Nothing but the record (an event type we do not act on, or one already reflected). */
+  | { kind: "none" }
+  /** Credits the top-up's own amount (ledger kind = its method, reference = paymentRef) and sets it `credited`; only from `pending` or `paid`, else nothing. */
+  | { kind: "credit"; topupId: string; paymentRef: string }
+  /** Sets a `pending` top-up `paid` with a flag (the payment differs from the record): nothing is credited. */
+  | { kind: "flag"; topupId: string; paymentRef: string | null; reason: string }
+  /** Sets a `pending` top-up `expired`; any other state is left as it is. */
+  | { kind: "expire"; topupId: string }
+  /**
+   * Takes money back from the top-up's account: a negative ledger entry of `kind` (reference unique: a refund id, a
+   * dispute id; the same reference takes back once), at most what the top-up credited and has not yet given back;
+   * the top-up becomes `refunded` or `disputed`. A dispute also blocks the account (Account.blockedReason). The balance
+   * may go below zero: a debt, shown in the ledger.
+   */
+  | { kind: "take-back"; topupId: string; takeBack: TakeBackKind; reference: string; amount: NanoUsd }
+  /**
+   * A card-funded plan cycle paid by a subscription invoice: starts now, or at the end of the account's current cycle
+   * of that subscription when one runs (a renewal), which then stops renewing; bonus credited (reference = purchase id).
+   */
+  | { kind: "plan-cycle"; purchase: PlanPurchase; subscriptionRef: string }
+  /** The subscription will not renew: its cycles stop renewing and end at their end. */
+  | { kind: "plan-stop"; subscriptionRef: string };
+
+export interface PaymentEventResult {
+  /** False when the event had been applied already: nothing changed. */
+  applied: boolean;
+  /** The top-up the effect names, as it is now. */
+  topup: Topup | null;
+  /** What was credited (+) or taken back (−) by this call, nano-USD. */
+  amount: NanoUsd;
+}
+
+/** A transfer to a receiving address that matched no top-up (another token, a wrong amount, after expiry, too small): shown to the operator, never credited automatically. */
+export interface UnmatchedTransfer {
+  /** "tron:<transaction id>". */
+  id: string;
+  network: string;
+  token: string;
+  from: string;
+  to: string;
+  /** In the token's smallest unit (micro-USDT). */
+  amountMicro: number;
+  /** Epoch ms of the block. */
+  at: number;
+  reason: string;
+  recordedAt: number;
+}
+
+/** Top-ups, the processors' events applied once, and the transfers that matched none. */
+export interface PaymentStore {
+  createTopup(topup: NewTopup): Promise<Topup>;
+  getTopup(id: string): Promise<Topup | null>;
+  /** The top-up paid by this processor payment (for refunds and disputes that name the payment). */
+  findTopupByPaymentRef(paymentRef: string): Promise<Topup | null>;
+  /** The account's top-ups, newest first in (created_at, id) order. */
+  listTopups(accountId: string, page: RequestPage): Promise<Topup[]>;
+  /** The processor's side of a new top-up, once it exists (the Checkout Session). */
+  attachCheckout(id: string, checkout: { processorRef: string; checkoutUrl: string; expiresAt: number | null }): Promise<Topup>;
+  /** Pending top-ups to `payTo` on `network` that have not expired at `now`: their exact amounts must stay unique. */
+  openTopupsTo(network: string, payTo: string, now: number): Promise<Topup[]>;
+  /** Pending top-ups whose expiresAt passed by `now` (for the sweep that expires them). */
+  expiredPendingTopups(now: number, limit: number): Promise<Topup[]>;
+  /** Records the event and applies its effect in one transaction; an event id seen before changes nothing. */
+  applyPaymentEvent(event: PaymentEvent, effect: PaymentEffect): Promise<PaymentEventResult>;
+  /** The processor's events applied since `since` (epoch ms), oldest first: what reconciliation compares. */
+  listPaymentEvents(since: number, processor?: string): Promise<(PaymentEvent & { topupId: string | null; amount: NanoUsd })[]>;
+  /** Records a transfer that matched nothing; false when its id was recorded before. */
+  recordUnmatchedTransfer(transfer: UnmatchedTransfer): Promise<boolean>;
+  /** Newest first. */
+  listUnmatchedTransfers(page: RequestPage): Promise<UnmatchedTransfer[]>;
+  /** Clears an account's block (an operator settled the dispute); false when it was not blocked. */
+  clearAccountBlock(accountId: string): Promise<boolean>;
+}
+
 /** People of accounts who sign in to the dashboard. */
 export interface UserStore {
   /** RecordNotFoundError for an unknown account; RecordConflictError when the email (or id) is taken. */
@@ -356,6 +493,7 @@ export interface Repository
     SettingsStore,
     UserStore,
     SessionStore,
+    PaymentStore,
     StoreLifecycle {}
 
 declare module "../../core/plugin.ts" {
