@@ -14,6 +14,8 @@ export interface RunningGateway {
   bind: string;
   port: number;
   config: GatewayConfig;
+  /** An enabled plugin's `provides`, as later plugins get it (tests drive a plugin through it: the USDT poller's pollOnce). */
+  service<K extends keyof Services>(name: K): Services[K] | undefined;
   /** Graceful stop: no new connections, drain in-flight requests, close plugins (flush). */
   stop(): Promise<void>;
 }
@@ -53,6 +55,7 @@ export async function startGateway(
     bind: hostPort(hostname, boundPort),
     port: boundPort,
     config,
+    service: (name) => stages.find((stage) => stage.name === name)?.instance.provides as never,
     stop: () => (stopping ??= drainAndClose()),
   };
 
