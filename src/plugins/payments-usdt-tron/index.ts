@@ -59,7 +59,7 @@ export default definePlugin({
       name: NETWORK,
       method: "usdt",
       minimumUsd: MINIMUM_USD,
-      prepare: (draft) => prepare(draft.amount),
+      prepare: (draft) => prepare(draft.amount, draft.expiresAt ?? null),
       async start() {
         return { kind: "transfer" };
       },
@@ -86,13 +86,14 @@ export default definePlugin({
     const issued = new Map<number, number>();
     let preparing: Promise<unknown> = Promise.resolve();
 
-    function prepare(amount: NanoUsd) {
-      const next = preparing.then(() => pickAmount(amount));
+    function prepare(amount: NanoUsd, proposedExpiry: number | null) {
+      const next = preparing.then(() => pickAmount(amount, proposedExpiry));
       preparing = next.catch(() => undefined);
       return next;
     }
 
-    async function pickAmount(amount: NanoUsd) {
+    /** The payments core proposes the expiry (its `usdt_invoice_minutes`); without one, this plugin's `invoice_minutes`. */
+    async function pickAmount(amount: NanoUsd, proposedExpiry: number | null) {
       if (!Number.isSafeInteger(amount) || amount <= 0 || amount % (CENT_MICRO * NANO_PER_MICRO) !== 0) {
         throw new InvalidRequestError("a USDT top-up's amount is whole cents", { param: "amount" });
       }
@@ -110,7 +111,7 @@ export default definePlugin({
       for (let step = 0; step < CENT_MICRO - 1; step++) {
         const offset = 1 + ((start - 1 + step) % (CENT_MICRO - 1));
         if (taken.has(base + offset)) continue;
-        const expiresAt = now + invoiceMs;
+        const expiresAt = proposedExpiry !== null && proposedExpiry > now ? proposedExpiry : now + invoiceMs;
         issued.set(base + offset, expiresAt);
         return { network: NETWORK, payTo: address, payAmountMicro: base + offset, expiresAt };
       }

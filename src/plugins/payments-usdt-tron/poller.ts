@@ -68,6 +68,8 @@ export interface Poller {
   close(): Promise<void>;
 }
 
+const CANDIDATES_LOOKBACK_MS = 24 * 3_600_000;
+
 export function createPoller(options: PollerOptions): Poller {
   const { store, log, now } = options;
   /** Transfers whose outcome is stored, by id → block time; forgotten once older than every window read. */
@@ -95,8 +97,9 @@ export function createPoller(options: PollerOptions): Poller {
       const read = await options.source.transfersSince(since);
       if (read.malformed > 0) log.warn("transfers skipped: malformed rows in the API's answer", { malformed: read.malformed });
       if (read.truncated) log.error("too many transfers in the window: the oldest were not read; the cursor stays", { since });
-      // Pending top-ups that were open at any time of the window (so a late payment is named "after expiry").
-      const candidates = await store.openTopupsTo(options.network, options.address, since - options.invoiceMs);
+      // Pending top-ups that were open at any time of the window or up to a day before (so that a late payment is
+      // named "after expiry" while the top-up is still pending, not yet expired by the payments core's sweep).
+      const candidates = await store.openTopupsTo(options.network, options.address, since - Math.max(options.invoiceMs, CANDIDATES_LOOKBACK_MS));
       const transfers = [...read.transfers].sort((a, b) => a.at - b.at || a.id.localeCompare(b.id));
       let credited = 0;
       let unmatched = 0;
