@@ -16,6 +16,9 @@ const USAGE = `usage: npm run admin -- <command>
   requests <account_id> [--limit N] [--before CURSOR]
   user create <account_id> <email> [--role owner|member]
   user list <account_id>
+  payments reconcile --since <2030-01-31T00:00:00Z | 2030-01-31 | epoch ms>
+  payments unmatched [--limit N] [--before CURSOR]
+  payments unblock <account_id>
 
   A credit's reference is its idempotency key (a payment id, an invoice number): the same reference
   credits once, so running the same command again is safe. Lists print next_before: pass it as --before.
@@ -23,6 +26,10 @@ const USAGE = `usage: npm run admin -- <command>
   user create reads the password (10 to 256 characters) from GATEWAY_USER_PASSWORD or, when that is not
   set, from the first line of stdin: never from the command line, so it lands in no shell history or ps.
     printf '%s\n' "$PASSWORD" | npm run admin -- user create acct_... alice@example.com
+
+  payments reconcile compares each payment processor's own records since --since with the gateway's
+  credits, prints the report and exits 1 when there is any difference (paid_not_credited, credited_not_paid,
+  amount_differs, returned_not_taken_back). payments unmatched lists the transfers that matched no top-up.
 
 environment: GATEWAY_URL (default http://127.0.0.1:3000), GATEWAY_ADMIN_TOKEN (required),
   GATEWAY_USER_PASSWORD (user create)`;
@@ -39,6 +46,7 @@ const { values, positionals } = parseArgs({
     before: { type: "string" },
     q: { type: "string" },
     role: { type: "string" },
+    since: { type: "string" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -51,7 +59,7 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-async function call(method: string, path: string, body?: unknown): Promise<void> {
+async function call(method: string, path: string, body?: unknown): Promise<any> {
   if (!token) fail("GATEWAY_ADMIN_TOKEN is not set (the gateway printed one on its first start)");
   const response = await fetch(baseUrl + path, {
     method,
@@ -59,12 +67,14 @@ async function call(method: string, path: string, body?: unknown): Promise<void>
     body: body === undefined ? undefined : JSON.stringify(body),
   }).catch((error) => fail(`cannot reach ${baseUrl}: ${error.message}`));
   const text = await response.text();
-  console.log(text && JSON.stringify(JSON.parse(text), null, 2));
+  const json = text ? JSON.parse(text) : undefined;
+  console.log(text && JSON.stringify(json, null, 2));
   if (!response.ok) process.exit(1);
+  return json;
 }
 
 /** `?limit=…&before=…&q=…` of the options given (the gateway checks them). */
-function listQuery(names: readonly ("limit" | "before" | "q")[]): string {
+function listQuery(names: readonly ("limit" | "before" | "q" | "since")[]): string {
   const query = new URLSearchParams();
   for (const name of names) {
     const value = values[name];
@@ -166,6 +176,24 @@ switch (`${command} ${command === "credit" || command === "requests" ? "" : sub 
   case "user list":
     if (!rest[0] || rest.length > 1) fail(USAGE);
     await call("GET", `/admin/v1/accounts/${encodeURIComponent(rest[0])}/users`);
+    break;
+  case "payments reconcile": {
+    if (rest.length > 0 || !values.since) fail(`payments reconcile needs --since (an RFC 3339 time, a UTC day or epoch ms)\n\n${USAGE}`);
+    const report = await call("GET", "/admin/v1/payments/reconcile" + listQuery(["since"]));
+    const differences = (report?.data?.processors ?? []).flatMap((processor: { name: string; differences: unknown[] }) => processor.differences);
+    if (differences.length > 0) {
+      console.error(`${differences.length} difference${differences.length === 1 ? "" : "s"} between the processors' records and the gateway's credits`);
+      process.exit(1);
+    }
+    break;
+  }
+  case "payments unmatched":
+    if (rest.length > 0) fail(USAGE);
+    await call("GET", "/admin/v1/payments/unmatched" + listQuery(["limit", "before"]));
+    break;
+  case "payments unblock":
+    if (!rest[0] || rest.length > 1) fail(USAGE);
+    await call("POST", `/admin/v1/accounts/${encodeURIComponent(rest[0])}/unblock`);
     break;
   default:
     fail(USAGE);

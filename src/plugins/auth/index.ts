@@ -72,6 +72,8 @@ function admit(key: ApiKey | null): Principal {
   if (key.deletedAt !== null) throw new AuthenticationError("this API key was deleted");
   if (key.expiresAt !== null && key.expiresAt <= Date.now()) throw new AuthenticationError("this API key has expired");
   if (key.blocked) throw new PermissionError("this API key is blocked");
+  // A payment dispute blocks the whole account until an operator clears it (POST /admin/v1/accounts/:id/unblock).
+  if (key.accountBlockedReason) throw new PermissionError(`this account is blocked: ${key.accountBlockedReason}; contact the operator`);
   return { accountId: key.accountId, key };
 }
 

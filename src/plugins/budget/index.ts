@@ -2,13 +2,14 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { planReservation, type ReservationPlan, type WorstCase } from "./reservation.ts";
 import { t } from "elysia";
-import { InvalidRequestError, NotFoundError, UnavailableError } from "../../core/errors.ts";
+import { GatewayError, InvalidRequestError, NotFoundError, UnavailableError, UpstreamError } from "../../core/errors.ts";
 import { nanoToUsd, usdToNano, type NanoUsd } from "../../core/money.ts";
 import type { GatewayContext } from "../../core/context.ts";
 import type { AccountStore, Funds, InstanceStore, KeyStore, LedgerStore, MeteringStore, PlanCycle, PlanStore, ReservationInput, ReservationStore } from "../storage/repository.ts";
 import { storeCall } from "../storage/http-errors.ts";
 import { PLAN_CYCLE_MS, PlanSchema, checkWindows, cycleView, planLimits, type PlanConfig, type PlanLimits } from "./plans.ts";
-import { buyPlanDocs, fundsDocs, listPlansDocs } from "../../openapi/admin.ts";
+import { fundsDocs, listPlansDocs } from "../../openapi/admin.ts";
+import { buyPlanWithCheckoutDocs } from "../../openapi/payments.ts";
 
 /** What the budget offers metering (`host.service("budget")`). */
 export interface BudgetService {
@@ -74,6 +75,8 @@ export default definePlugin({
     }
     const store: AccountStore & LedgerStore & KeyStore & MeteringStore & ReservationStore & PlanStore & InstanceStore = host.service("storage"); // the slices of the store it uses
     const catalog = host.service("catalog");
+    // payments (before budget in the pipeline): card plans sell through its subscription seller when one is registered.
+    const payments = host.has("payments") ? host.service("payments") : undefined;
     const instanceId = "gw_" + crypto.randomUUID().replaceAll("-", "").slice(0, 20);
 
     async function beat() {
@@ -300,7 +303,30 @@ export default definePlugin({
         app.get("/admin/v1/plans", () => ({ data: config.plans }), { detail: listPlansDocs });
         app.post(
           "/admin/v1/accounts/:id/plan",
-          async ({ params, body, set }) => {
+          async ({ request, params, body, set }) => {
+            // Card plans with card payments on (payments-stripe registered its seller): a subscription checkout to pay;
+            // the cycle starts when its first invoice is paid. Without it, as before: the cycle starts now.
+            const seller = body.funding === "card" ? payments?.subscriptions() : undefined;
+            if (seller && payments) {
+              const plan = Object.hasOwn(config.plans, body.plan) ? config.plans[body.plan] : undefined;
+              if (!plan) throw new InvalidRequestError(`unknown plan "${body.plan}"; configured: ${Object.keys(config.plans).join(", ") || "none"}`, { param: "plan" });
+              const account = await store.getAccount(params.id);
+              if (!account) throw new NotFoundError(`account ${params.id} not found`);
+              let checkout: { processorRef: string; checkoutUrl: string };
+              try {
+                // The config's prices may be decimal strings: the seller gets USD numbers.
+                const priced = { price: nanoToUsd(usdToNano(plan.price)), bonus_credit: nanoToUsd(usdToNano(plan.bonus_credit ?? 0)) };
+                checkout = await seller.checkout(params.id, body.plan, priced, payments.context(request));
+              } catch (error) {
+                if (error instanceof GatewayError && error.status >= 500) throw error;
+                host.log.error("plan checkout failed", { account_id: params.id, plan: body.plan, error: String(error) });
+                throw new UpstreamError(`the card processor could not make the plan's checkout${error instanceof GatewayError ? `: ${error.message}` : ""}; try again in a moment`, {
+                  cause: error,
+                });
+              }
+              set.status = 201;
+              return { data: { plan: body.plan, funding: "card" as const, status: "pending" as const, checkout_url: checkout.checkoutUrl } };
+            }
             const { cycle, balance } = await service.buyPlan(params.id, body.plan, body.funding);
             set.status = 201;
             return { data: cycleView(cycle, balance) };
@@ -310,7 +336,7 @@ export default definePlugin({
               plan: t.String({ minLength: 1 }),
               funding: t.Union([t.Literal("balance"), t.Literal("card")], { error: "funding must be balance or card" }),
             }),
-            detail: buyPlanDocs,
+            detail: buyPlanWithCheckoutDocs,
           },
         );
         app.get(

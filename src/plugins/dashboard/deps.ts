@@ -6,6 +6,7 @@ import type { AdminService } from "../admin/index.ts";
 import type { AuthService } from "../auth/principal.ts";
 import type { BudgetService } from "../budget/index.ts";
 import type { Catalog } from "../catalog/catalog.ts";
+import type { PaymentsService } from "../payments/processor.ts";
 import type { Repository, UserRole } from "../storage/repository.ts";
 import { Layout, Notice } from "./layout.tsx";
 import type { DashboardConfig } from "./schema.ts";
@@ -27,6 +28,8 @@ export interface DashboardDeps {
   catalog: Catalog | undefined;
   /** Plans and funds (the budget plugin), when it runs. */
   budget: BudgetService | undefined;
+  /** Top-ups (the payments plugin), when it runs; its methods() is empty when no processor is configured. */
+  payments: PaymentsService | undefined;
   /** The admin token check for operators' sign-in, when the admin plugin runs. */
   admin: AdminService | undefined;
   gateway: Gateway;

@@ -42,6 +42,7 @@ export default definePlugin({
           catalog: host.has("catalog") ? host.service("catalog") : undefined,
           budget: host.has("budget") ? host.service("budget") : undefined,
           admin: host.has("admin") ? host.service("admin") : undefined,
+          payments: host.has("payments") ? host.service("payments") : undefined,
           gateway,
           sessions,
           log: host.log,

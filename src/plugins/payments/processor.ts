@@ -18,7 +18,12 @@ export interface PaymentProcessor {
    * network, the receiving address, the exact amount to send with its unique offset, the expiry). Called before
    * `PaymentStore.createTopup`; the result goes into the record.
    */
-  prepare?(draft: { accountId: string; amount: NanoUsd }): Promise<Pick<NewTopup, "network" | "payTo" | "payAmountMicro" | "expiresAt">>;
+  prepare?(draft: {
+    accountId: string;
+    amount: NanoUsd;
+    /** The expiry the core proposes (USDT: now + the payments config's `usdt_invoice_minutes`; card: null); a result's non-null expiresAt wins. */
+    expiresAt?: number | null;
+  }): Promise<Pick<NewTopup, "network" | "payTo" | "payAmountMicro" | "expiresAt">>;
   /**
    * The processor's side of a new top-up, already stored `pending` (a Stripe Checkout Session; a unique USDT
    * amount to send). Throws a GatewayError when the processor refuses or cannot be reached (the top-up then stays
@@ -74,6 +79,10 @@ export interface PaymentsService {
   subscriptions(): SubscriptionSeller | undefined;
   /** Applies a processor's event once (PaymentStore.applyPaymentEvent) and clears what caches the effect changes (a dispute's blocked keys). */
   apply(event: PaymentEvent, effect: PaymentEffect): Promise<PaymentEventResult>;
+  /** Where a request's payer came from: the config's `public_url` (GATEWAY_PUBLIC_URL), else the request's own origin. */
+  context(request: Request): TopupContext;
+  /** Expires the pending top-ups whose expiresAt passed by `now` (what the minute sweep runs); the number expired. */
+  expireDue(now?: number): Promise<number>;
 }
 
 declare module "../../core/plugin.ts" {

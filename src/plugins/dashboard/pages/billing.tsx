@@ -1,11 +1,19 @@
+import { GatewayError, NotFoundError } from "../../../core/errors.ts";
 import { usdToNano, type NanoUsd } from "../../../core/money.ts";
 import type { BudgetService, FundsView } from "../../budget/index.ts";
 import { creditsView } from "../../cost-api/views.ts";
-import type { LedgerEntry, PlanCycle } from "../../storage/repository.ts";
-import { HIDDEN, type PageModule } from "../deps.ts";
-import { Layout } from "../layout.tsx";
-import { html } from "../web.ts";
+import type { PaymentsService } from "../../payments/processor.ts";
+import { METHOD_LABELS } from "../../payments/service.ts";
+import { microToDecimal } from "../../payments/views.ts";
+import type { LedgerEntry, PlanCycle, Topup, TopupMethod } from "../../storage/repository.ts";
+import { HIDDEN, type DashboardDeps, type Form, type PageModule, type UserViewer } from "../deps.ts";
+import { CsrfField, Layout, Notice } from "../layout.tsx";
+import { field, html, redirect } from "../web.ts";
 import { usd } from "./usage.tsx";
+
+/** The account's newest top-ups shown on the Billing page. */
+const TOPUPS_SHOWN = 20;
+const TOPUP_ID = /^tu_[0-9a-f]{24}$/;
 
 const PAGE_SIZE = 50;
 /** A ledger entry id in a cursor: what the store issues (letters, digits, _ and -). */
@@ -139,55 +147,257 @@ function cursorOf(query: Record<string, string | undefined>): { before?: number;
   return { before, beforeId };
 }
 
+/** The top-up form's fields as typed (kept on a refusal). */
+interface TopupForm {
+  amount: string;
+  method: string;
+}
+
+/** "Top up": the form when a processor is configured (owners only), else the operator's way. */
+function TopupSection(props: { viewer: UserViewer; payments: PaymentsService | undefined; form?: TopupForm }): JSX.Element {
+  const methods = props.payments?.methods() ?? [];
+  if (methods.length === 0) return <p>Top-ups: ask your operator. No payment method is configured on this gateway.</p>;
+  if (props.viewer.user.role !== "owner") return <p>Only an account owner can top up. Minimums: {minimums(methods)}.</p>;
+  return (
+    <form method="post" action="/dashboard/billing/topups" class="stack" aria-labelledby="topup-heading">
+      <CsrfField viewer={props.viewer} />
+      <label>
+        Amount (USD)
+        <input name="amount" inputmode="decimal" required maxlength="20" pattern="\d+(\.\d{1,2})?" value={props.form?.amount ?? ""} placeholder="20.00" />
+      </label>
+      <div class="field">
+        <label for="field-method">Method</label>
+        <select id="field-method" name="method">
+          {methods.map(({ method, minimumUsd }) => (
+            <option value={method} selected={props.form?.method === method} safe>
+              {`${METHOD_LABELS[method]} (minimum ${minimumUsd} USD)`}
+            </option>
+          ))}
+        </select>
+      </div>
+      <p class="muted">Whole cents, at most 100,000 USD. The amount is credited once the payment is confirmed.</p>
+      <button type="submit">Top up</button>
+    </form>
+  );
+}
+
+function minimums(methods: { method: TopupMethod; minimumUsd: number }[]): string {
+  return methods.map(({ method, minimumUsd }) => `${METHOD_LABELS[method]} ${minimumUsd} USD`).join(", ");
+}
+
+/** The account's newest top-ups, each linking to its page. */
+function TopupTable(props: { topups: Topup[] }): JSX.Element {
+  if (props.topups.length === 0) return "";
+  return (
+    <table aria-label="Top-ups">
+      <thead>
+        <tr>
+          <th scope="col">Time (UTC)</th>
+          <th scope="col">Method</th>
+          <th scope="col" class="num">Amount (USD)</th>
+          <th scope="col">Status</th>
+          <th scope="col">Flag</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.topups.map((topup) => (
+          <tr>
+            <td>
+              <a href={`/dashboard/billing/topups/${topup.id}`}>
+                <Time ms={topup.createdAt} />
+              </a>
+            </td>
+            <td safe>{METHOD_LABELS[topup.method]}</td>
+            <td class="num">{usd(topup.amount)}</td>
+            <td safe>{topup.status}</td>
+            <td safe>{topup.flag ?? ""}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+/** GET /dashboard/billing/topups/:id: where and what to pay (USDT: the exact amount), and the status. */
+function topupPage(viewer: UserViewer, topup: Topup): Promise<Response> {
+  const pending = topup.status === "pending";
+  return html(
+    <Layout title="Top-up" viewer={viewer} active="billing">
+      <dl class="facts" aria-label="Top-up">
+        <dt>Top-up</dt>
+        <dd safe>{topup.id}</dd>
+        <dt>Method</dt>
+        <dd safe>{METHOD_LABELS[topup.method]}</dd>
+        <dt>Amount</dt>
+        <dd>{usd(topup.amount)}</dd>
+        <dt>Status</dt>
+        <dd safe>{topup.status}</dd>
+        <dt>Created</dt>
+        <dd>
+          <Time ms={topup.createdAt} />
+        </dd>
+        {topup.expiresAt !== null ? (
+          <>
+            <dt>{pending ? "Expires" : "Expiry"}</dt>
+            <dd>
+              <Time ms={topup.expiresAt} />
+            </dd>
+          </>
+        ) : (
+          ""
+        )}
+        {topup.flag ? (
+          <>
+            <dt>Flag</dt>
+            <dd safe>{topup.flag}</dd>
+          </>
+        ) : (
+          ""
+        )}
+        {topup.takenBack > 0 ? (
+          <>
+            <dt>Taken back</dt>
+            <dd>{usd(topup.takenBack)}</dd>
+          </>
+        ) : (
+          ""
+        )}
+      </dl>
+      {topup.method === "usdt" && topup.payAmountMicro !== null ? (
+        <>
+          <h2>Send exactly</h2>
+          <dl class="facts" aria-label="Payment">
+            <dt>Amount</dt>
+            <dd>
+              <code safe>{microToDecimal(topup.payAmountMicro)}</code> USDT
+            </dd>
+            <dt>To</dt>
+            <dd>
+              <code safe>{topup.payTo ?? ""}</code>
+            </dd>
+            <dt>Network</dt>
+            <dd safe>{topup.network === "tron" ? "tron (TRC-20)" : (topup.network ?? "")}</dd>
+            <dt>Token</dt>
+            <dd>USDT</dd>
+          </dl>
+          <p class="muted">
+            Send this exact amount, to the last decimal: its last digits identify this top-up. Another amount, another token or a transfer after the expiry is
+            not credited automatically (the operator sees it).
+          </p>
+        </>
+      ) : (
+        ""
+      )}
+      {topup.method === "card" && pending && topup.checkoutUrl ? (
+        <p>
+          <a href={topup.checkoutUrl} rel="noreferrer">
+            Pay {usd(topup.amount)} by card
+          </a>{" "}
+          (Stripe Checkout).
+        </p>
+      ) : (
+        ""
+      )}
+      {pending ? <p class="muted">Reload this page to see the status: it changes once the payment is confirmed.</p> : ""}
+      <p>
+        <a href="/dashboard/billing">Back to Billing</a>
+      </p>
+    </Layout>,
+  );
+}
+
+/** POST /dashboard/billing/topups: a top-up through the payments plugin; refusals as a notice on the Billing page. */
+async function topUp(deps: DashboardDeps, viewer: UserViewer, raw: Form, request: Request): Promise<Response> {
+  const form: TopupForm = { amount: field(raw, "amount").slice(0, 40), method: field(raw, "method").slice(0, 20) };
+  const payments = deps.payments;
+  if (!payments || payments.methods().length === 0) return billingPage(deps, viewer, {}, { status: 400, error: "No payment method is configured on this gateway: ask your operator.", form });
+  let topup: Topup;
+  try {
+    topup = await payments.createTopup(viewer.account.id, form.method as TopupMethod, form.amount, payments.context(request));
+  } catch (error) {
+    // The refusal (400: amount, minimum, method) or the processor's failure (502/503) next to the form; anything else an error page.
+    if (error instanceof GatewayError && error.status !== 500) return billingPage(deps, viewer, {}, { status: error.status, error: error.message, form });
+    throw error;
+  }
+  deps.log.info("dashboard top-up created", { account_id: viewer.account.id, user_id: viewer.user.id, topup_id: topup.id, method: topup.method });
+  // Its own page: USDT shows where and what to send; card links to the checkout. (Not a 303 straight to the checkout:
+  // the pages' CSP has form-action 'self', and browsers apply it to the redirect that follows a form post.)
+  return redirect(`/dashboard/billing/topups/${topup.id}`);
+}
+
 /** GET /dashboard/billing: balance and totals (the figures of GET /v1/credits), the plan and its windows, the credit history. */
 export const billingPages: PageModule = (app, deps) => {
-  app.get(
-    "/dashboard/billing",
-    ({ request, query }) =>
-      deps.userPage(request, async (viewer) => {
-        const accountId = viewer.account.id;
-        const budget = deps.budget; // without the budget plugin: the plan without its windows
-        const cursor = cursorOf(query as Record<string, string | undefined>);
-        const [totals, page, cycle, funds] = await Promise.all([
-          deps.store.accountTotals(accountId),
-          deps.store.listLedgerEntries(accountId, { limit: PAGE_SIZE + 1, ...cursor }),
-          deps.store.activePlan(accountId, deps.now()),
-          budget?.funds(accountId),
-        ]);
-        const credits = creditsView(totals); // the answer of GET /v1/credits
-        const entries = page.slice(0, PAGE_SIZE);
-        const next = page.length > PAGE_SIZE ? entries[entries.length - 1] : undefined;
-        const held: NanoUsd | undefined = funds ? usdToNano(funds.held) : undefined;
-        return html(
-          <Layout title="Billing" viewer={viewer} active="billing">
-            <dl class="facts" aria-label="Balance">
-              <dt>Balance</dt>
-              <dd>{exact(credits.balance)}</dd>
-              <dt>Total credits</dt>
-              <dd>{exact(credits.total_credits)}</dd>
-              <dt>Total usage</dt>
-              <dd>{exact(credits.total_usage)}</dd>
-              {funds && held !== undefined && held > 0 ? (
-                <>
-                  <dt>Held by requests in flight</dt>
-                  <dd>{usd(held)}</dd>
-                </>
-              ) : (
-                ""
-              )}
-            </dl>
-            <p class="muted">
-              The figures of <code>GET /v1/credits</code>, exact to the nano-dollar. Total usage includes plan purchases paid from the balance.
-            </p>
-            <h2>Top up</h2>
-            <p>Top-ups: ask your operator. Card payments will be offered here once they exist.</p>
-            <h2>Plan</h2>
-            <PlanSection cycle={cycle} budget={budget} funds={funds} />
-            <h2 id="history">Credit history</h2>
-            <History entries={entries} next={next} paged={cursor.before !== undefined} />
-          </Layout>,
-        );
-      }),
-    HIDDEN,
-  );
+  app
+    .get("/dashboard/billing", ({ request, query }) => deps.userPage(request, (viewer) => billingPage(deps, viewer, query as Record<string, string | undefined>)), HIDDEN)
+    .post(
+      "/dashboard/billing/topups",
+      ({ request, body }) => deps.userAction(request, body as Form, (viewer, form) => topUp(deps, viewer, form, request), "owner"),
+      HIDDEN,
+    )
+    .get(
+      "/dashboard/billing/topups/:id",
+      ({ request, params }) =>
+        deps.userPage(request, async (viewer) => {
+          const topup = TOPUP_ID.test(params.id) ? await deps.store.getTopup(params.id) : null;
+          // Another account's top-up reads exactly like an unknown one.
+          if (!topup || topup.accountId !== viewer.account.id) throw new NotFoundError("There is no such top-up in this account.");
+          return topupPage(viewer, topup);
+        }),
+      HIDDEN,
+    );
 };
+
+/** The Billing page; `refused`: a top-up form sent back with why (a notice) and its status. */
+async function billingPage(
+  deps: DashboardDeps,
+  viewer: UserViewer,
+  query: Record<string, string | undefined>,
+  refused?: { status: number; error: string; form: TopupForm },
+): Promise<Response> {
+  const accountId = viewer.account.id;
+  const budget = deps.budget; // without the budget plugin: the plan without its windows
+  const cursor = cursorOf(query);
+  const [totals, page, cycle, funds, topups] = await Promise.all([
+    deps.store.accountTotals(accountId),
+    deps.store.listLedgerEntries(accountId, { limit: PAGE_SIZE + 1, ...cursor }),
+    deps.store.activePlan(accountId, deps.now()),
+    budget?.funds(accountId),
+    deps.payments ? deps.store.listTopups(accountId, { limit: TOPUPS_SHOWN }) : [],
+  ]);
+  const credits = creditsView(totals); // the answer of GET /v1/credits
+  const entries = page.slice(0, PAGE_SIZE);
+  const next = page.length > PAGE_SIZE ? entries[entries.length - 1] : undefined;
+  const held: NanoUsd | undefined = funds ? usdToNano(funds.held) : undefined;
+  return html(
+    <Layout title="Billing" viewer={viewer} active="billing">
+      <dl class="facts" aria-label="Balance">
+        <dt>Balance</dt>
+        <dd>{exact(credits.balance)}</dd>
+        <dt>Total credits</dt>
+        <dd>{exact(credits.total_credits)}</dd>
+        <dt>Total usage</dt>
+        <dd>{exact(credits.total_usage)}</dd>
+        {funds && held !== undefined && held > 0 ? (
+          <>
+            <dt>Held by requests in flight</dt>
+            <dd>{usd(held)}</dd>
+          </>
+        ) : (
+          ""
+        )}
+      </dl>
+      <p class="muted">
+        The figures of <code>GET /v1/credits</code>, exact to the nano-dollar. Total usage includes plan purchases paid from the balance.
+      </p>
+      <h2 id="topup-heading">Top up</h2>
+      {refused ? <Notice kind="error" text={refused.error} /> : ""}
+      <TopupSection viewer={viewer} payments={deps.payments} form={refused?.form} />
+      <TopupTable topups={topups} />
+      <h2>Plan</h2>
+      <PlanSection cycle={cycle} budget={budget} funds={funds} />
+      <h2 id="history">Credit history</h2>
+      <History entries={entries} next={next} paged={cursor.before !== undefined} />
+    </Layout>,
+    { status: refused?.status ?? 200 },
+  );
+}
