@@ -165,7 +165,9 @@ export function createWebhook(deps: WebhookDeps) {
         log.error("stripe: applying a payment event failed; Stripe will retry", { event: id, effect: effect.kind, error: String(error) });
         throw storeFailure(error);
       }
-      if (result.applied && effect.kind !== "none") applied.push(effect.kind);
+      // What this call changed: money moved (a credit, a take-back), or a newly recorded effect of another kind.
+      const moved = effect.kind === "credit" || effect.kind === "take-back" ? result.amount !== 0 : effect.kind !== "none";
+      if (result.applied && moved) applied.push(effect.kind);
       if (effect.kind === "flag" && result.applied) log.warn("stripe: a payment differs from its top-up: flagged, not credited", { event: id, topup: effect.topupId, reason: effect.reason });
     }
     return { received: true, applied };
