@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { ADMIN_TOKEN, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { FAKE_STRIPE_SECRET_KEY, startFakeStripe, type FakeStripe } from "../fake-stripe/server.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const LOCAL_BUN = join(ROOT, "node_modules/.bin/bun");
@@ -25,9 +26,9 @@ interface CliResult {
 }
 
 /** Runs `bun src/cli/admin.ts ...args` against the test gateway, as `npm run admin -- ...` does. */
-async function cli(args: string[], env: Record<string, string | undefined> = {}, input?: string): Promise<CliResult> {
+async function cli(args: string[], env: Record<string, string | undefined> = {}, input?: string, gateway: TestGateway = t): Promise<CliResult> {
   const childEnv: Record<string, string> = {};
-  for (const [name, value] of Object.entries({ ...process.env, GATEWAY_URL: t.url, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN, ...env })) {
+  for (const [name, value] of Object.entries({ ...process.env, GATEWAY_URL: gateway.url, GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN, ...env })) {
     if (value !== undefined) childEnv[name] = value;
   }
   const stdin = input === undefined ? "ignore" : new Blob([input]);
@@ -227,5 +228,67 @@ describe("npm run admin", () => {
     const result = await cli(["account", "show", "acct_x"], { GATEWAY_URL: "http://127.0.0.1:1" });
     expect(result.exitCode).toBe(2);
     expect(result.stderr).toContain("cannot reach");
+  });
+});
+
+describe("npm run admin -- payments", () => {
+  it("reconcile needs --since (exit 2); without differences it exits 0", async () => {
+    const missing = await cli(["payments", "reconcile"]);
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr).toContain("--since");
+    const clean = await cli(["payments", "reconcile", "--since", "2020-01-01T00:00:00Z"]);
+    expect(clean.exitCode).toBe(0);
+    expect(clean.json.data).toEqual({ since: "2020-01-01T00:00:00.000Z", processors: [] });
+    const bad = await cli(["payments", "reconcile", "--since", "last tuesday"]);
+    expect(bad.exitCode).toBe(1);
+    expect(bad.json.error.param).toBe("since");
+  });
+
+  it("unmatched lists the transfers that matched no top-up; unblock clears an account's block", async () => {
+    const unmatched = await cli(["payments", "unmatched", "--limit", "5"]);
+    expect(unmatched.exitCode).toBe(0);
+    expect(unmatched.json).toEqual({ data: [], has_more: false, next_before: null });
+    const account = await cli(["account", "create", "Blocked", "customer"]);
+    const unblocked = await cli(["payments", "unblock", account.json.data.id]);
+    expect(unblocked.exitCode).toBe(0);
+    expect(unblocked.json.data).toEqual({ id: account.json.data.id, blocked: false, was_blocked: false });
+    const unknown = await cli(["payments", "unblock", "acct_doesnotexist"]);
+    expect(unknown.exitCode).toBe(1);
+    for (const args of [["payments"], ["payments", "unblock"], ["payments", "unmatched", "extra"], ["payments", "refund"]]) {
+      expect({ args, exitCode: (await cli(args)).exitCode }).toEqual({ args, exitCode: 2 });
+    }
+  });
+
+  describe("with Stripe on (a fake)", () => {
+    let stripe: FakeStripe;
+    let paid: TestGateway;
+    beforeAll(async () => {
+      stripe = await startFakeStripe();
+      paid = await startTestGateway({
+        env: { STRIPE_SECRET_KEY: FAKE_STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET: "whsec_test_admin_cli", STRIPE_API_BASE: stripe.url, TOPUP_REQUESTS_PER_SECOND: "0" },
+      });
+    });
+    afterAll(async () => {
+      await paid?.stop();
+      await stripe?.stop();
+    });
+
+    it("reconcile prints a Checkout paid at Stripe but not credited here, and exits 1", async () => {
+      const since = Date.now() - 60_000;
+      const { accountId, key } = await paid.newAccountWithKey();
+      const made = await fetch(`${paid.url}/v1/credits/topups`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ method: "card", amount: 9 }),
+      });
+      expect(made.status).toBe(201);
+      const topup = (await paid.admin("GET", `/admin/v1/accounts/${accountId}/topups`)).body.data[0];
+      stripe.completeSession(topup.processor_ref);
+      const report = await cli(["payments", "reconcile", "--since", String(since)], {}, undefined, paid);
+      expect(report.exitCode).toBe(1);
+      expect(report.stderr).toContain("1 difference");
+      const differences = report.json.data.processors.flatMap((processor: any) => processor.differences);
+      expect(differences).toEqual([expect.objectContaining({ topup_id: topup.id, kind: "paid_not_credited", processor_amount: 9, our_amount: 0 })]);
+    });
   });
 });
