@@ -72,7 +72,9 @@ export default definePlugin({
             (transfer): ProcessorRecord => ({
               paymentRef: `${NETWORK}:${transfer.txId}`,
               topupId: null, // the chain carries no top-up id: the amount identifies it
-              amount: toMicro(transfer.value, transfer.decimals) * NANO_PER_MICRO,
+              // Whole cents: the sub-cent offset identifies the invoice and is not credited, so an exact payment
+              // of 20.004217 USDT reconciles with the 20.00 USD credited; a wrong amount still differs.
+              amount: Math.floor(toMicro(transfer.value, transfer.decimals) / CENT_MICRO) * CENT_MICRO * NANO_PER_MICRO,
               returned: 0,
               at: transfer.at,
             }),
