@@ -42,6 +42,42 @@ async function storedTopup(t: TestGateway, accountId: string, fields: Partial<{ 
   });
 }
 
+
+const PASSWORD = "correct horse battery staple";
+
+/** A browser without a browser: a cookie jar over fetch, forms posted urlencoded, redirects not followed. */
+class Browser {
+  cookies = new Map<string, string>();
+  constructor(readonly base: string) {}
+  async fetch(path: string, init: RequestInit = {}) {
+    const cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join("; ");
+    const response = await fetch(this.base + path, { redirect: "manual", ...init, headers: { cookie, ...(init.headers as Record<string, string>) } });
+    for (const set of response.headers.getSetCookie()) {
+      const [pair] = set.split(";");
+      const eq = pair!.indexOf("=");
+      if (/Max-Age=0/.test(set)) this.cookies.delete(pair!.slice(0, eq));
+      else this.cookies.set(pair!.slice(0, eq), pair!.slice(eq + 1));
+    }
+    return response;
+  }
+  post(path: string, form: Record<string, string>) {
+    return this.fetch(path, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(form) });
+  }
+}
+
+const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? "";
+
+/** A signed-in dashboard user of a new account. */
+async function dashboardUser(t: TestGateway, role: "owner" | "member" = "owner", accountId?: string) {
+  const account = accountId ?? (await t.admin("POST", "/admin/v1/accounts", { name: "Billing" })).body.data.id;
+  const email = `u-${crypto.randomUUID().slice(0, 8)}@example.com`;
+  expect((await t.admin("POST", `/admin/v1/accounts/${account}/users`, { email, password: PASSWORD, role })).status).toBe(201);
+  const browser = new Browser(t.url);
+  const form = await (await browser.fetch("/dashboard/sign-in")).text();
+  expect((await browser.post("/dashboard/sign-in", { email, password: PASSWORD, _csrf: csrfOf(form) })).status).toBe(303);
+  return { browser, accountId: account as string };
+}
+
 describe("top-ups without a processor", () => {
   let t: TestGateway;
   beforeAll(async () => {
@@ -63,6 +99,13 @@ describe("top-ups without a processor", () => {
     expect(unknown.status).toBe(400);
     expect(unknown.body.error).toMatchObject({ code: "invalid_request", param: "method" });
     expect(t.gateway.service("payments")!.methods()).toEqual([]);
+  });
+
+  it("the dashboard's Billing page says to ask the operator", async () => {
+    const { browser } = await dashboardUser(t);
+    const billing = await (await browser.fetch("/dashboard/billing")).text();
+    expect(billing).toContain("Top-ups: ask your operator");
+    expect(billing).not.toContain('action="/dashboard/billing/topups"');
   });
 
   it("needs a key (401) on every top-up route, and refuses a deleted one", async () => {
@@ -271,6 +314,51 @@ describe("top-ups with Stripe and USDT on (fakes of both)", () => {
     await t?.stop();
     await stripe?.stop();
     await tron?.stop();
+  });
+
+  it("the dashboard's Billing page: the form, a refusal as a notice, a USDT top-up's page with the exact amount", async () => {
+    const { browser, accountId } = await dashboardUser(t);
+    const billing = await (await browser.fetch("/dashboard/billing")).text();
+    expect(billing).toContain('action="/dashboard/billing/topups"');
+    expect(billing).toContain("Amount (USD)");
+    expect(billing).toContain("card (minimum 5 USD)");
+    expect(billing).toContain("USDT (minimum 12 USD)");
+    const csrf = csrfOf(billing);
+
+    const low = await browser.post("/dashboard/billing/topups", { amount: "3", method: "card", _csrf: csrf });
+    expect(low.status).toBe(400);
+    const lowPage = await low.text();
+    expect(lowPage).toContain("the minimum card top-up is 5 USD");
+    expect(lowPage).toContain('value="3"'); // the form keeps what was typed
+
+    const usdt = await browser.post("/dashboard/billing/topups", { amount: "12.50", method: "usdt", _csrf: csrf });
+    expect(usdt.status).toBe(303);
+    const location = usdt.headers.get("location")!;
+    expect(location).toMatch(/^\/dashboard\/billing\/topups\/tu_[0-9a-f]{24}$/);
+    const id = location.split("/").pop()!;
+    const stored = (await t.admin("GET", `/admin/v1/accounts/${accountId}/topups`)).body.data.find((row: any) => row.id === id);
+    const page = await (await browser.fetch(location)).text();
+    expect(page).toContain(stored.pay_amount);
+    expect(page).toContain(RECEIVING_ADDRESS);
+    expect(page).toContain("exact amount");
+    expect(page).toContain("pending");
+
+    const card = await browser.post("/dashboard/billing/topups", { amount: "5", method: "card", _csrf: csrf });
+    expect(card.status).toBe(303);
+    const cardPage = await (await browser.fetch(card.headers.get("location")!)).text();
+    expect(cardPage).toContain("by card");
+    const table = await (await browser.fetch("/dashboard/billing")).text();
+    expect(table).toContain('aria-label="Top-ups"');
+    expect(table).toContain(`/dashboard/billing/topups/${id}`);
+
+    // Another account's top-up page reads like an unknown one; a member may look but not top up; no CSRF: 403.
+    const stranger = await dashboardUser(t);
+    expect((await stranger.browser.fetch(location)).status).toBe(404);
+    const member = await dashboardUser(t, "member", accountId);
+    const memberBilling = await (await member.browser.fetch("/dashboard/billing")).text();
+    expect(memberBilling).toContain("Only an account owner can top up");
+    expect((await member.browser.post("/dashboard/billing/topups", { amount: "20", method: "card", _csrf: csrfOf(memberBilling) })).status).toBe(403);
+    expect((await browser.post("/dashboard/billing/topups", { amount: "20", method: "card" })).status).toBe(403);
   });
 
   it("offers both methods with their minimums", () => {
