@@ -20,7 +20,12 @@ export interface ApiKeyRow {
   blocked: boolean;
 }
 
-export function toApiKey(row: ApiKeyRow): ApiKey {
+/** A key row read with its account's block (findKeyByHash, getKey, listKeys join `accounts`). */
+export interface ApiKeyWithAccountRow extends ApiKeyRow {
+  accountBlockedReason: string | null;
+}
+
+export function toApiKey(row: ApiKeyWithAccountRow): ApiKey {
   return {
     id: row.id,
     accountId: row.accountId,
@@ -35,6 +40,7 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     createdAt: row.createdAt,
     deletedAt: row.deletedAt,
     blocked: row.blocked,
+    accountBlockedReason: row.accountBlockedReason,
   };
 }
 

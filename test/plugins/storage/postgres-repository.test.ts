@@ -1,9 +1,13 @@
 import { SQL } from "bun";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
 import { UnavailableError } from "../../../src/core/errors.ts";
 import type { PluginHost } from "../../../src/core/plugin.ts";
 import storage from "../../../src/plugins/storage/index.ts";
 import { createPostgresRepository, type PostgresRepositoryOptions } from "../../../src/plugins/storage/postgres/repository.ts";
+import { DEFAULT_MIGRATIONS_FOLDER as PG_MIGRATIONS_FOLDER } from "../../../src/plugins/storage/postgres/open.ts";
 import type { Repository } from "../../../src/plugins/storage/repository.ts";
 import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
 import postgresJournal from "../../../drizzle/postgres/meta/_journal.json";
@@ -131,9 +135,12 @@ if (!ADMIN_URL) {
         "generations",
         "ledger", // the view over ledger_entries and generations
         "ledger_entries",
+        "payment_events",
         "reservations",
         "settings",
         "spend_buckets",
+        "topups",
+        "unmatched_transfers",
         "usage_daily",
         "users",
       ]);
@@ -141,6 +148,34 @@ if (!ADMIN_URL) {
       await open(url);
       // Every migration applied once, not once per gateway.
       expect(await count(raw, "drizzle.__drizzle_migrations")).toBe(postgresJournal.entries.length);
+    });
+
+    it("migration 0007 (payments) keeps every ledger row of an older database, and its new CHECKs take refund and dispute as negative", async () => {
+      const { url, raw } = await databases.create();
+      // The migrations before 0007, as a database written before payments has them.
+      const before = mkdtempSync(join(tmpdir(), "pg-migrations-"));
+      cpSync(PG_MIGRATIONS_FOLDER, before, { recursive: true });
+      const journal = JSON.parse(readFileSync(join(before, "meta/_journal.json"), "utf8"));
+      const at = journal.entries.findIndex((entry: { tag: string }) => entry.tag.startsWith("0007_"));
+      expect(at).toBeGreaterThan(0);
+      journal.entries = journal.entries.slice(0, at);
+      writeFileSync(join(before, "meta/_journal.json"), JSON.stringify(journal));
+      await (await open(url, { migrationsFolder: before })).close();
+      rmSync(before, { recursive: true, force: true });
+      await raw.unsafe(`insert into accounts (id, name, created_at, total_credits_nano) values ('acct_1', 'a', 0, 7)`);
+      await raw.unsafe(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, created_at) values ('le_1', 'acct_1', 'card', 9, 'pi_1', 1), ('le_2', 'acct_1', 'plan', -2, 'plan:p', 2)`);
+
+      const repository = await open(url);
+      expect(await count(raw, "drizzle.__drizzle_migrations")).toBe(postgresJournal.entries.length);
+      expect(await rawAll(raw, "select id, kind, amount_nano from ledger_entries order by id", [])).toEqual([
+        { id: "le_1", kind: "card", amount_nano: 9 },
+        { id: "le_2", kind: "plan", amount_nano: -2 },
+      ]);
+      expect(await repository.getAccount("acct_1")).toMatchObject({ blockedReason: null });
+      await raw.unsafe(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, created_at) values ('le_3', 'acct_1', 'refund', -1, 're_1', 3)`);
+      expect(raw.unsafe(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, created_at) values ('le_4', 'acct_1', 'dispute', 1, 'dp_1', 3)`)).rejects.toThrow(
+        "ledger_sign_check",
+      );
     });
 
     it("keeps a batch whose commit fails (queued, visible, hold kept) and retries it until it lands", async () => {

@@ -349,3 +349,65 @@ describe("storage/sqlite migrations 0009 and 0010 (log filter indexes, dashboard
     expect(plan(`status = 'success'`)).toContain("generations_account_created_idx");
   });
 });
+
+describe("storage/sqlite migration 0011 (payments: top-ups, events, refund and dispute kinds)", () => {
+  it("rebuilds ledger_entries for its new CHECKs keeping every row, both indexes and the ledger view", async () => {
+    const path = tempDbPath();
+    // The migrations up to 0010, as a database written before payments has them.
+    const before = mkdtempSync(join(tmpdir(), "migrations-"));
+    cpSync(DEFAULT_MIGRATIONS_FOLDER, before, { recursive: true });
+    const journal = JSON.parse(readFileSync(join(before, "meta/_journal.json"), "utf8"));
+    const at = journal.entries.findIndex((entry: { tag: string }) => entry.tag.startsWith("0011_"));
+    expect(at).toBeGreaterThan(0);
+    journal.entries = journal.entries.slice(0, at);
+    writeFileSync(join(before, "meta/_journal.json"), JSON.stringify(journal));
+    const old = openSqlite(path, { migrationsFolder: before }).client;
+    old.exec(`insert into accounts (id, name, created_at, total_credits_nano) values ('acct_1', 'a', 0, 7)`);
+    old.exec(`insert into api_keys (id, account_id, name, key_hash, label, created_at) values ('key_1', 'acct_1', 'k', 'h', 'l', 0)`);
+    old.exec(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, created_at) values ('le_1', 'acct_1', 'card', 9, 'pi_1', 1), ('le_2', 'acct_1', 'plan', -2, 'plan:p', 2)`);
+    old.close();
+    rmSync(before, { recursive: true, force: true });
+
+    const repository = openRepository(path);
+    expect(rawAll(path, "select id, kind, amount_nano, reference from ledger_entries order by id")).toEqual([
+      { id: "le_1", kind: "card", amount_nano: 9, reference: "pi_1" },
+      { id: "le_2", kind: "plan", amount_nano: -2, reference: "plan:p" },
+    ]);
+    expect(rawAll(path, "select name from sqlite_master where tbl_name = 'ledger_entries' and type = 'index' and sql is not null order by name")).toEqual([
+      { name: "ledger_account_created_idx" },
+      { name: "ledger_entries_reference_unique" },
+    ]);
+    expect(rawGet<{ n: number }>(path, "select count(*) as n from ledger where account_id = 'acct_1'").n).toBe(2);
+    expect(rawAll(path, "pragma integrity_check")).toEqual([{ integrity_check: "ok" }]);
+    expect(await repository.findKeyByHash("h")).toMatchObject({ id: "key_1", accountBlockedReason: null });
+    const writer = new Database(path);
+    try {
+      writer.exec(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, created_at) values ('le_3', 'acct_1', 'refund', -1, 're_1', 3)`);
+      expect(() => writer.exec(`insert into ledger_entries (id, account_id, kind, amount_nano, reference, created_at) values ('le_4', 'acct_1', 'dispute', 1, 'dp_1', 3)`)).toThrow(
+        "ledger_sign_check",
+      );
+    } finally {
+      writer.close();
+    }
+  });
+
+  it("reads a key with its account's block in one indexed query, and top-ups by their indexes", async () => {
+    const path = tempDbPath();
+    openRepository(path);
+    const plan = (query: string) =>
+      rawAll<{ detail: string }>(path, `explain query plan ${query}`)
+        .map((r) => r.detail)
+        .join(" | ");
+    const byHash = plan(
+      `select * from api_keys inner join accounts on accounts.id = api_keys.account_id where api_keys.key_hash = 'h'`,
+    );
+    expect(byHash).toContain("api_keys_key_hash_unique");
+    expect(byHash).not.toContain("SCAN");
+    expect(plan(`select * from topups where payment_ref = 'pi'`)).toContain("topups_payment_ref_idx");
+    expect(plan(`select * from topups where network = 'tron' and pay_to = 'T' and status = 'pending' and (expires_at is null or expires_at > 5)`)).toContain(
+      "topups_network_pay_to_status_idx",
+    );
+    expect(plan(`select * from topups where status = 'pending' and expires_at <= 5 order by expires_at, id limit 10`)).toContain("topups_pending_expires_idx");
+    expect(plan(`select * from topups where account_id = 'a' order by created_at desc, id desc limit 10`)).toContain("topups_account_created_idx");
+  });
+});

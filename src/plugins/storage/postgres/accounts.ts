@@ -11,12 +11,12 @@ import { accounts } from "./schema.ts";
 
 /** Accounts on Postgres: created, read, listed newest first with a search. */
 export function createPostgresAccounts(db: PostgresDb, gate: StoreGate): AccountStore {
-  const columns = { id: accounts.id, name: accounts.name, createdAt: accounts.createdAt };
+  const columns = { id: accounts.id, name: accounts.name, createdAt: accounts.createdAt, blockedReason: accounts.blockedReason };
   return {
     createAccount: (name) =>
       guard(async () => {
         gate.assertOpen();
-        const account: Account = { id: newId("acct"), name, createdAt: Date.now() };
+        const account: Account = { id: newId("acct"), name, createdAt: Date.now(), blockedReason: null };
         await db.insert(accounts).values(account);
         return account;
       }),

@@ -18,38 +18,44 @@ const INSERT_ENTRY = `insert into ledger_entries (id, account_id, kind, amount_n
  * cannot both fund a cycle from the same balance, nor spend it while a reservation is being decided.
  */
 export function createPostgresPlans(client: SQL, pending: PendingGenerations) {
-  return {
-    async purchasePlan(p: PlanPurchase): Promise<{ cycle: PlanCycle; balance: number }> {
-      const balance = await client.begin(async (tx) => {
-        const locked = await tx.unsafe(`select 1 from accounts where id = $1 for no key update`, [p.accountId]);
-        if (locked.length === 0) throw new RecordNotFoundError(`no account "${p.accountId}"`);
-        const funds = await readFunds(tx, pending, { accountId: p.accountId, keyId: null });
-        let after = funds.balance;
-        if (p.funding === "balance") {
-          const funded = await tx.unsafe(`select 1 from account_plans where account_id = $1 and funding = 'balance' limit 1`, [p.accountId]);
-          if (funded.length > 0) {
-            throw new RecordConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
-          }
-          if (funds.account < p.price) {
-            throw new InsufficientFundsError(
-              `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.account))}; top up first`,
-            );
-          }
-          await tx.unsafe(INSERT_ENTRY, [newId("le"), p.accountId, "plan", -p.price, `plan:${p.id}`, p.startedAt]);
-          await tx.unsafe(`update accounts set total_debits_nano = total_debits_nano + $1 where id = $2`, [p.price, p.accountId]);
-          after -= p.price;
-        }
-        if (p.bonus > 0) {
-          await tx.unsafe(INSERT_ENTRY, [newId("le"), p.accountId, "bonus", p.bonus, `plan:${p.id}:bonus`, p.startedAt]);
-          await tx.unsafe(`update accounts set total_credits_nano = total_credits_nano + $1 where id = $2`, [p.bonus, p.accountId]);
-          after += p.bonus;
-        }
-        await tx.unsafe(
-          `insert into account_plans (id, account_id, plan, funding, price_nano, started_at, ends_at, renewing) values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-          [p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing],
+  /** The purchase's writes inside the caller's transaction; `subscriptionRef`: the subscription paying a card-funded cycle. The balance after it. */
+  async function buy(tx: SQL, p: PlanPurchase, subscriptionRef: string | null): Promise<number> {
+    const locked = await tx.unsafe(`select 1 from accounts where id = $1 for no key update`, [p.accountId]);
+    if (locked.length === 0) throw new RecordNotFoundError(`no account "${p.accountId}"`);
+    const funds = await readFunds(tx, pending, { accountId: p.accountId, keyId: null });
+    let after = funds.balance;
+    if (p.funding === "balance") {
+      const funded = await tx.unsafe(`select 1 from account_plans where account_id = $1 and funding = 'balance' limit 1`, [p.accountId]);
+      if (funded.length > 0) {
+        throw new RecordConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
+      }
+      if (funds.account < p.price) {
+        throw new InsufficientFundsError(
+          `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.account))}; top up first`,
         );
-        return after;
-      });
+      }
+      await tx.unsafe(INSERT_ENTRY, [newId("le"), p.accountId, "plan", -p.price, `plan:${p.id}`, p.startedAt]);
+      await tx.unsafe(`update accounts set total_debits_nano = total_debits_nano + $1 where id = $2`, [p.price, p.accountId]);
+      after -= p.price;
+    }
+    if (p.bonus > 0) {
+      await tx.unsafe(INSERT_ENTRY, [newId("le"), p.accountId, "bonus", p.bonus, `plan:${p.id}:bonus`, p.startedAt]);
+      await tx.unsafe(`update accounts set total_credits_nano = total_credits_nano + $1 where id = $2`, [p.bonus, p.accountId]);
+      after += p.bonus;
+    }
+    await tx.unsafe(
+      `insert into account_plans (id, account_id, plan, funding, price_nano, started_at, ends_at, renewing, subscription_ref) values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing, subscriptionRef],
+    );
+    return after;
+  }
+
+  return {
+    /** A purchase inside a transaction the caller holds (a subscription's cycle, payments.ts). */
+    buyInTransaction: buy,
+
+    async purchasePlan(p: PlanPurchase): Promise<{ cycle: PlanCycle; balance: number }> {
+      const balance = await client.begin((tx) => buy(tx, p, null));
       return {
         cycle: cycleOf(p),
         balance,

@@ -12,6 +12,7 @@ import { createPostgresLedger } from "./ledger.ts";
 import { createPostgresMetering } from "./metering.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { openPostgres, type OpenPostgresOptions } from "./open.ts";
+import { createPostgresPayments } from "./payments.ts";
 import { createPostgresPlans, postgresPlanStore } from "./plans.ts";
 import { createPostgresReservations, postgresReservationStore } from "./reservations.ts";
 import { createPostgresSessions } from "./sessions.ts";
@@ -76,6 +77,7 @@ export async function createPostgresRepository(url: string, options: PostgresRep
     ...createPostgresSettings(db, gate),
     ...createPostgresUsers(db, gate),
     ...createPostgresSessions(db, gate),
+    ...createPostgresPayments(client, gate, plans),
     ...lifecycle,
   };
 }

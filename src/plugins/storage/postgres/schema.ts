@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, check, index, integer, pgTable, pgView, primaryKey, text, type AnyPgColumn } from "drizzle-orm/pg-core";
+import { bigint, boolean, check, index, uniqueIndex, integer, pgTable, pgView, primaryKey, text, type AnyPgColumn } from "drizzle-orm/pg-core";
 import type { GenerationStatus } from "../repository.ts";
 import { LEDGER_VIEW_QUERY } from "../ledger-view.ts";
-import { hasResponseId, ledgerChecks, notSuccess, storageColumns, type LedgerKind } from "../shared/tables.ts";
+import { hasPaymentRef, hasResponseId, hasSubscriptionRef, isPendingTopup, ledgerChecks, notSuccess, storageColumns, topupChecks, type LedgerKind } from "../shared/tables.ts";
 
 /**
  * Postgres tables of the storage plugin: the columns of shared/tables.ts on Postgres's builders. Money
@@ -64,7 +64,26 @@ export const gatewayInstances = pgTable("gateway_instances", columns.gatewayInst
 
 export const spendBuckets = pgTable("spend_buckets", columns.spendBuckets, (t) => [primaryKey({ columns: [t.accountId, t.bucketStart] })]);
 
-export const accountPlans = pgTable("account_plans", columns.accountPlans, (t) => [index("account_plans_account_idx").on(t.accountId, t.endsAt)]);
+export const accountPlans = pgTable("account_plans", columns.accountPlans, (t) => [
+  index("account_plans_account_idx").on(t.accountId, t.endsAt),
+  // A subscription's cycles (renewal, stop): only card-funded cycles name one.
+  index("account_plans_subscription_idx").on(t.subscriptionRef).where(hasSubscriptionRef(t)),
+]);
+
+export const topups = pgTable("topups", columns.topups, (t) => [
+  index("topups_account_created_idx").on(t.accountId, t.createdAt),
+  // One top-up per processor payment: a refund or dispute names the payment and finds its top-up.
+  uniqueIndex("topups_payment_ref_idx").on(t.paymentRef).where(hasPaymentRef(t)),
+  // The open invoices of a receiving address (their exact amounts stay unique) and the chain poller's matching.
+  index("topups_network_pay_to_status_idx").on(t.network, t.payTo, t.status),
+  // The sweep of pending top-ups past their expiry.
+  index("topups_pending_expires_idx").on(t.expiresAt).where(isPendingTopup(t)),
+  ...topupChecks(t).map(([name, condition]) => check(name, condition)),
+]);
+
+export const paymentEvents = pgTable("payment_events", columns.paymentEvents, (t) => [index("payment_events_received_idx").on(t.receivedAt)]);
+
+export const unmatchedTransfers = pgTable("unmatched_transfers", columns.unmatchedTransfers, (t) => [index("unmatched_transfers_recorded_idx").on(t.recordedAt, t.id)]);
 
 export const users = pgTable("users", columns.users, (t) => [index("users_account_idx").on(t.accountId)]);
 

@@ -9,7 +9,7 @@ import { sql, type Column, type ColumnBuilder, type HasDefault, type SQL } from 
  * Money is integer nano-USD, ids are text, timestamps are epoch-ms integers, JSON is text.
  */
 
-export const LEDGER_KINDS = ["card", "usdt", "bonus", "voucher", "promotional", "usage", "plan"] as const;
+export const LEDGER_KINDS = ["card", "usdt", "bonus", "voucher", "promotional", "usage", "plan", "refund", "dispute"] as const;
 export type LedgerKind = (typeof LEDGER_KINDS)[number];
 
 type Col = ColumnBuilder;
@@ -67,6 +67,8 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       totalDebitsNano: orElse(k.money("total_debits_nano").notNull(), 0),
       /** Credits of the paid kinds (card, usdt). */
       paidCreditsNano: orElse(k.money("paid_credits_nano").notNull(), 0),
+      /** Why the account's keys are refused (a payment dispute) until an operator clears it; NULL: not blocked. */
+      blockedReason: k.text("blocked_reason"),
     },
     apiKeys: {
       id: k.text("id").primaryKey(),
@@ -118,7 +120,7 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       id: k.text("id").primaryKey(),
       accountId: k.accountRef("account_id").notNull(),
       kind: k.ledgerKind("kind").notNull(),
-      /** Signed: credit > 0, debit (kinds usage, plan) < 0. */
+      /** Signed: credit > 0, debit (kinds usage, plan) and money taken back (refund, dispute) < 0. */
       amountNano: k.money("amount_nano").notNull(),
       /**
        * Idempotency key: the caller's reference for credits, the generation id for usage debits, so
@@ -182,6 +184,61 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       startedAt: k.epochMs("started_at").notNull(),
       endsAt: k.epochMs("ends_at").notNull(),
       renewing: k.bool("renewing").notNull(),
+      /** The processor's subscription that pays card-funded cycles (a Stripe subscription id); NULL: none. */
+      subscriptionRef: k.text("subscription_ref"),
+    },
+    /** Top-ups of accounts (card, USDT): one record each, through its states (repository.ts, TOPUP_STATUSES). */
+    topups: {
+      /** `tu_…` */
+      id: k.text("id").primaryKey(),
+      accountId: k.accountRef("account_id").notNull(),
+      /** card or usdt: the ledger kind of its credit. */
+      method: k.text("method").notNull(),
+      /** What is credited: ours, never the processor's figure. */
+      amountNano: k.money("amount_nano").notNull(),
+      status: k.text("status").notNull(),
+      /** The processor's object (a Checkout Session id). */
+      processorRef: k.text("processor_ref"),
+      checkoutUrl: k.text("checkout_url"),
+      /** The processor's payment (PaymentIntent id, "tron:" + transaction id): the credit's ledger reference. Unique when set. */
+      paymentRef: k.text("payment_ref"),
+      network: k.text("network"),
+      payTo: k.text("pay_to"),
+      /** The exact amount to send, in the token's smallest unit (micro-USDT): past 2^31, so a bigint. */
+      payAmountMicro: k.money("pay_amount_micro"),
+      flag: k.text("flag"),
+      /** Taken back by refunds and disputes so far (0 ≤ taken_back ≤ amount). */
+      takenBackNano: orElse(k.money("taken_back_nano").notNull(), 0),
+      expiresAt: k.epochMs("expires_at"),
+      createdAt: k.epochMs("created_at").notNull(),
+      updatedAt: k.epochMs("updated_at").notNull(),
+    },
+    /** Processors' events, each applied once (its id is the primary key), with what its effect moved. */
+    paymentEvents: {
+      /** "stripe:evt_…", "tron:<transaction id>". */
+      id: k.text("id").primaryKey(),
+      processor: k.text("processor").notNull(),
+      type: k.text("type").notNull(),
+      /** The top-up its effect named; NULL: none (a subscription's events). */
+      topupId: k.text("topup_id"),
+      /** What the effect credited (+) or took back (−); 0: nothing moved. */
+      amountNano: orElse(k.money("amount_nano").notNull(), 0),
+      receivedAt: k.epochMs("received_at").notNull(),
+    },
+    /** Transfers to a receiving address that matched no top-up: shown to the operator, never credited automatically. */
+    unmatchedTransfers: {
+      /** "tron:<transaction id>". */
+      id: k.text("id").primaryKey(),
+      network: k.text("network").notNull(),
+      token: k.text("token").notNull(),
+      fromAddress: k.text("from_address").notNull(),
+      toAddress: k.text("to_address").notNull(),
+      /** In the token's smallest unit (micro-USDT). */
+      amountMicro: k.money("amount_micro").notNull(),
+      /** The block's time. */
+      at: k.epochMs("at").notNull(),
+      reason: k.text("reason").notNull(),
+      recordedAt: k.epochMs("recorded_at").notNull(),
     },
     /** People who sign in to the dashboard, each of one account. */
     users: {
@@ -219,15 +276,26 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
 /** The CHECK constraints of `ledger_entries`, by name: the kind is known, and its sign goes with it. */
 export function ledgerChecks(t: { kind: Column; amountNano: Column; generationId: Column }): [name: string, condition: SQL][] {
   return [
-    ["ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage', 'plan')`],
+    ["ledger_kind_check", sql`${t.kind} in ('card', 'usdt', 'bonus', 'voucher', 'promotional', 'usage', 'plan', 'refund', 'dispute')`],
     // A usage debit is negative and names its generation (the writer sets reference = generation id);
-    // a plan bought from the balance is a negative entry too; credits are positive.
+    // a plan bought from the balance and money taken back (a refund, a dispute) are negative entries
+    // too; credits are positive.
     [
       "ledger_sign_check",
-      sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} = 'plan' and ${t.amountNano} < 0) or (${t.kind} not in ('usage', 'plan') and ${t.amountNano} > 0)`,
+      sql`(${t.kind} = 'usage' and ${t.amountNano} < 0 and ${t.generationId} is not null) or (${t.kind} in ('plan', 'refund', 'dispute') and ${t.amountNano} < 0) or (${t.kind} not in ('usage', 'plan', 'refund', 'dispute') and ${t.amountNano} > 0)`,
     ],
   ];
 }
+
+/** A top-up never gives back more than it credited. */
+export function topupChecks(t: { amountNano: Column; takenBackNano: Column }): [name: string, condition: SQL][] {
+  return [["topup_taken_back_check", sql`${t.takenBackNano} >= 0 and ${t.takenBackNano} <= ${t.amountNano}`]];
+}
+
+/** Only top-ups with a payment are in the unique payment_ref index; only pending ones in the expiry sweep's. */
+export const hasPaymentRef = (t: { paymentRef: Column }): SQL => sql`${t.paymentRef} is not null`;
+export const isPendingTopup = (t: { status: Column }): SQL => sql`${t.status} = 'pending'`;
+export const hasSubscriptionRef = (t: { subscriptionRef: Column }): SQL => sql`${t.subscriptionRef} is not null`;
 
 /**
  * Only answers whose id is not the request id carry a response id (a relayed Responses answer): chat

@@ -9,11 +9,11 @@ import { accounts } from "./schema.ts";
 
 /** Accounts on SQLite: created, read, listed newest first with a search. */
 export function createSqliteAccounts(db: SqliteDb, gate: StoreGate): AccountStore {
-  const columns = { id: accounts.id, name: accounts.name, createdAt: accounts.createdAt };
+  const columns = { id: accounts.id, name: accounts.name, createdAt: accounts.createdAt, blockedReason: accounts.blockedReason };
   return {
     async createAccount(name) {
       gate.assertOpen();
-      const account: Account = { id: newId("acct"), name, createdAt: Date.now() };
+      const account: Account = { id: newId("acct"), name, createdAt: Date.now(), blockedReason: null };
       db.insert(accounts).values(account).run();
       return account;
     },

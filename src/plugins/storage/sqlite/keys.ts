@@ -1,4 +1,4 @@
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, sql } from "drizzle-orm";
 import { RecordConflictError, RecordNotFoundError } from "../errors.ts";
 import type { KeyStore, NewApiKey } from "../repository.ts";
 import { newApiKeyRow, toApiKey } from "../rows.ts";
@@ -11,16 +11,22 @@ import { accounts, apiKeys } from "./schema.ts";
 
 const p = sql.placeholder;
 
+/** A key's columns with its account's block: one indexed read (the key by its unique index, the account by its primary key). */
+const keyWithAccount = { ...getTableColumns(apiKeys), accountBlockedReason: accounts.blockedReason };
+/** The same for statements on `api_keys` alone (RETURNING): the account's block as a subquery. */
+const accountBlockOf = sql<string | null>`(select blocked_reason from accounts where accounts.id = ${apiKeys.accountId})`;
+
 /** API keys on SQLite; a key's usage adds its generations still queued for the group commit. */
 export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate: StoreGate): KeyStore {
-  const selectKeyByHash = db.select().from(apiKeys).where(eq(apiKeys.keyHash, p("hash"))).prepare();
-  const selectKeyById = db.select().from(apiKeys).where(eq(apiKeys.id, p("id"))).prepare();
+  const withAccount = () => db.select(keyWithAccount).from(apiKeys).innerJoin(accounts, eq(accounts.id, apiKeys.accountId));
+  const selectKeyByHash = withAccount().where(eq(apiKeys.keyHash, p("hash"))).prepare();
+  const selectKeyById = withAccount().where(eq(apiKeys.id, p("id"))).prepare();
   const selectKeyUsage = db.select({ usage: apiKeys.usageNano }).from(apiKeys).where(eq(apiKeys.id, p("id"))).prepare();
 
   return {
     async createKey(key: NewApiKey) {
       gate.assertOpen();
-      const account = db.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, key.accountId)).get();
+      const account = db.select({ id: accounts.id, blockedReason: accounts.blockedReason }).from(accounts).where(eq(accounts.id, key.accountId)).get();
       if (account === undefined) throw new RecordNotFoundError(`account ${key.accountId} not found`);
       const row = newApiKeyRow(key);
       try {
@@ -29,7 +35,7 @@ export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate
         if (isUniqueViolation(error)) throw new RecordConflictError("a key with this id or hash already exists");
         throw error;
       }
-      return toApiKey(row);
+      return toApiKey({ ...row, accountBlockedReason: account.blockedReason });
     },
 
     async findKeyByHash(keyHash) {
@@ -48,7 +54,7 @@ export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate
         .update(apiKeys)
         .set({ deletedAt: Date.now() })
         .where(and(eq(apiKeys.id, id), sql`${apiKeys.deletedAt} is null`))
-        .returning()
+        .returning({ ...getTableColumns(apiKeys), accountBlockedReason: accountBlockOf })
         .get();
       return row === undefined ? null : toApiKey(row);
     },
@@ -56,9 +62,7 @@ export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate
     async listKeys(accountId, page) {
       const limit = pageLimit(page);
       if (limit === 0) return [];
-      return db
-        .select()
-        .from(apiKeys)
+      return withAccount()
         .where(and(eq(apiKeys.accountId, accountId), olderThan(apiKeys, page)))
         .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
         .limit(limit)

@@ -30,7 +30,7 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
     `select id from account_plans where account_id = ? and funding = 'balance' limit 1`,
   );
   const insertPlan = client.prepare(
-    `insert into account_plans (id, account_id, plan, funding, price_nano, started_at, ends_at, renewing) values (?, ?, ?, ?, ?, ?, ?, ?)`,
+    `insert into account_plans (id, account_id, plan, funding, price_nano, started_at, ends_at, renewing, subscription_ref) values (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const insertEntry = client.prepare(
     `insert into ledger_entries (id, account_id, kind, amount_nano, reference, generation_id, created_at) values (?, ?, ?, ?, ?, null, ?)`,
@@ -42,7 +42,8 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
     `select * from account_plans where account_id = ? and started_at <= ? and (ends_at > ? or renewing = 1) order by started_at desc limit 1`,
   );
 
-  const purchase = client.transaction((p: PlanPurchase) => {
+  /** The purchase's writes, inside the caller's transaction; `subscriptionRef`: the subscription paying a card-funded cycle. */
+  function buy(p: PlanPurchase, subscriptionRef: string | null): number {
     const stored = available.get(p.accountId, p.accountId);
     if (!stored) throw new RecordNotFoundError(`no account "${p.accountId}"`);
     const funds = { available: stored.available + unstored.availableShift(p.accountId) };
@@ -62,9 +63,10 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
       insertEntry.run(newId("le"), p.accountId, "bonus", p.bonus, `plan:${p.id}:bonus`, p.startedAt);
       addCredits.run(p.bonus, p.accountId);
     }
-    insertPlan.run(p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing ? 1 : 0);
+    insertPlan.run(p.id, p.accountId, p.plan, p.funding, p.price, p.startedAt, p.endsAt, p.renewing ? 1 : 0, subscriptionRef);
     return balance.get(p.accountId)!.balance - unstored.queuedDebits(p.accountId);
-  });
+  }
+  const purchase = client.transaction((p: PlanPurchase) => buy(p, null));
 
   return {
     purchasePlan(p: PlanPurchase): { cycle: PlanCycle; balance: number } {
@@ -78,6 +80,8 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
       const row = active.get(accountId, at, at);
       return row ? toCycle(row) : null;
     },
+    /** A purchase inside a transaction the caller holds (a subscription's cycle, payments.ts); the balance after it. */
+    buyInTransaction: buy,
   };
 }
 

@@ -13,6 +13,7 @@ import { createSqliteLedger } from "./ledger.ts";
 import { createSqliteMetering } from "./metering.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
+import { createSqlitePayments } from "./payments.ts";
 import { createSqlitePlans, sqlitePlanStore } from "./plans.ts";
 import { lockForHolds } from "./process-lock.ts";
 import { createSqliteReservations, sqliteReservationStore, type HoldsMode } from "./reservations.ts";
@@ -99,6 +100,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     ...createSqliteSettings(db, gate),
     ...createSqliteUsers(db, gate),
     ...createSqliteSessions(db, gate),
+    ...createSqlitePayments(client, gate, plans, reservations.storedChanged),
     ...lifecycle,
   };
 }
