@@ -426,7 +426,7 @@ describe("top-ups with Stripe and USDT on (fakes of both)", () => {
   });
 
   it("documents the top-up routes (201 for a new one) and the operator's payment routes", async () => {
-    const document = await (await fetch(`${t.url}/swagger/json`)).json();
+    const document: any = await (await fetch(`${t.url}/swagger/json`)).json();
     expect(Object.keys(document.paths["/v1/credits/topups"].post.responses)).toContain("201");
     expect(document.paths["/v1/credits/topups"].get).toBeDefined();
     expect(document.paths["/v1/credits/topups/{id}"].get).toBeDefined();
