@@ -429,15 +429,45 @@ describe("card plans: subscriptions", () => {
 });
 
 describe("reconciliation", () => {
-  it("Stripe's records of paid sessions, refunds and disputes are read through its list endpoints", async () => {
+  it("reads Stripe's paid sessions, refunds and disputes through its list endpoints: a refund not taken back and a payment not credited show", async () => {
     const account = await newAccount();
     const since = Date.now() - 1000;
+    const before = fake.requests.length;
     const { topup, paymentIntent } = await paidTopup(account, 7);
-    fake.refund(paymentIntent, 200);
+    fake.refund(paymentIntent, 200); // its charge.refunded never arrives
+    const silent = await cardTopup(account, 6);
+    const silentIntent = fake.completeSession(silent.session.id).payment_intent; // its checkout.session.completed never arrives
     const reconciled = await t.admin("GET", `/admin/v1/payments/reconcile?since=${new Date(since).toISOString()}`);
     expect(reconciled.status).toBe(200);
-    const listed = fake.requests.filter((request) => request.method === "GET").map((request) => request.path.split("?")[0]);
+    const listed = fake.requests.slice(before).filter((request) => request.method === "GET").map((request) => request.path.split("?")[0]);
     expect(listed).toEqual(expect.arrayContaining(["/v1/checkout/sessions", "/v1/refunds", "/v1/disputes"]));
-    expect(JSON.stringify(reconciled.body)).toContain(topup.id);
+    const stripe = reconciled.body.data.processors.find((report: { name: string }) => report.name === "stripe");
+    const mine = stripe.differences.filter((difference: { payment_ref: string }) => difference.payment_ref === paymentIntent || difference.payment_ref === silentIntent);
+    expect(mine).toHaveLength(2);
+    expect(mine).toContainEqual({ payment_ref: paymentIntent, topup_id: topup.id, kind: "returned_not_taken_back", processor_amount: 2, our_amount: 0 });
+    expect(mine).toContainEqual({ payment_ref: silentIntent, topup_id: silent.topup.id, kind: "paid_not_credited", processor_amount: 6, our_amount: 0 });
+  });
+});
+
+describe("without STRIPE_SECRET_KEY", () => {
+  it("the plugin does nothing: no webhook route, no card method; a key without its webhook secret refuses to start", async () => {
+    const off = await startTestGateway({ fake: t.fake, env: { STRIPE_SECRET_KEY: "", STRIPE_WEBHOOK_SECRET: "", STRIPE_API_BASE: "" } });
+    try {
+      const webhook = await fetch(`${off.url}/webhooks/stripe`, { method: "POST", headers: { "stripe-signature": "t=1,v1=00" }, body: "{}" });
+      expect(webhook.status).toBe(404);
+      const account = await off.newAccountWithKey({ credit: 0 });
+      const card = await fetch(`${off.url}/v1/credits/topups`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${account.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ method: "card", amount: 10 }),
+      });
+      expect(card.status).toBe(400);
+    } finally {
+      await off.stop();
+    }
+    const refused = await startTestGateway({ fake: t.fake, env: { STRIPE_SECRET_KEY: fake.secretKey, STRIPE_WEBHOOK_SECRET: "", STRIPE_API_BASE: fake.url } }).catch((error) => error);
+    if (!(refused instanceof Error)) await refused.stop();
+    expect(refused).toBeInstanceOf(Error);
+    expect(String(refused.message)).toContain("STRIPE_WEBHOOK_SECRET");
   });
 });
