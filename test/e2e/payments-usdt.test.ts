@@ -201,6 +201,21 @@ describe("USDT top-ups on TRON", () => {
     expect(row?.reason).toContain(`after expiry of top-up ${topup.id}`);
   });
 
+  // Needs the payments core to leave a USDT top-up pending for a grace after expires_at (its expiry sweep expires
+  // it at once today, and the store credits only pending or paid top-ups): a transfer sent in time solidifies about
+  // a minute later, so a payment at the last minute is recorded as unmatched instead of credited.
+  it.todo("a transfer sent before the expiry but confirmed after it (and after the expiry sweep) is credited", async () => {
+    const { key, topup } = await usdtTopup(65);
+    const deadline = Date.parse(topup.expires_at);
+    const tx = tron.addTransfer({ to: ADDRESS, value: micro(topup.pay_amount), at: deadline - 20_000, confirmed: false });
+    await poll();
+    clock = deadline + 2 * MINUTE;
+    await t.gateway.service("payments")!.expireDue();
+    tron.confirm(tx);
+    expect((await poll()).credited).toBe(1);
+    expect(await balance(key)).toBe(65);
+  });
+
   it("a failing API (500, garbage) credits nothing; the next poll credits", async () => {
     const { key, topup } = await usdtTopup(70);
     tron.addTransfer({ to: ADDRESS, value: micro(topup.pay_amount), at: clock + 3_000 });
