@@ -230,7 +230,7 @@ export async function startFakeStripe(options: { secretKey?: string; port?: numb
         }
       }
       const response = route(request.method, url, params);
-      if (key !== null && request.method === "POST") idempotent.set(key, { raw, path: url.pathname, status: response.status, body: await response.clone().json() });
+      if (key !== null && request.method === "POST") idempotent.set(key, { raw, path: url.pathname, status: response.status, body: (await response.clone().json()) as Json });
       return response;
     },
   });
