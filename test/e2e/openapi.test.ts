@@ -23,7 +23,8 @@ const NO_KEYS = { OPENAI_API_KEY: "", DEEPSEEK_API_KEY: "", XAI_API_KEY: "", MIS
 const DOCS_ROUTES = ["GET /swagger", "GET /swagger/json", "GET /swagger/assets/scalar.js", "ALL /admin/*"];
 /** The dashboard's HTML pages (and the / redirect to them) are for browsers, not API clients: hidden from the document. */
 const isDashboardRoute = (key: string) => / \/$| \/dashboard($|\/)/.test(key);
-const PUBLIC_ROUTES = ["GET /health", "GET /ready"];
+/** No key or token: health and readiness, and the processors' webhooks (authenticated by their signature). */
+const PUBLIC_ROUTES = ["GET /health", "GET /ready", "POST /webhooks/stripe"];
 
 /**
  * The gateway's real Elysia app, built in process from the default configuration as the lifecycle builds
@@ -121,6 +122,9 @@ describe("openapi document (/swagger/json) against the app's routes", () => {
       DATABASE_URL: `sqlite:${join(dataDir, "gateway.db")}`,
       GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
       GATEWAY_SANDBOX: "true",
+      // Card payments on, so their webhook is among the routes (no call reaches Stripe here).
+      STRIPE_SECRET_KEY: "sk_test_openapi_document",
+      STRIPE_WEBHOOK_SECRET: "whsec_test_openapi_document",
     });
     const response = await built.app.handle(new Request("http://localhost/swagger/json"));
     expect(response.status).toBe(200);

@@ -282,10 +282,13 @@ describe("top-ups without a processor", () => {
     const { accountId, key } = await t.newAccountWithKey();
     const payments = t.gateway.service("payments")!;
     const now = Date.now();
-    const due = await storedTopup(t, accountId, { method: "usdt", expiresAt: now - 1_000, payAmountMicro: 20_000_011 });
+    // Marked expired 30 minutes after its deadline: a transfer sent just before it may still be confirmed.
+    const due = await storedTopup(t, accountId, { method: "usdt", expiresAt: now - 31 * 60_000, payAmountMicro: 20_000_011 });
+    const inGrace = await storedTopup(t, accountId, { method: "usdt", expiresAt: now - 1_000, payAmountMicro: 20_000_013 });
     const open = await storedTopup(t, accountId, { method: "usdt", expiresAt: now + 3_600_000, payAmountMicro: 20_000_012 });
     expect(await payments.expireDue(now)).toBeGreaterThanOrEqual(1);
     expect((await call(t, "GET", `/v1/credits/topups/${due.id}`, key)).body.data.status).toBe("expired");
+    expect((await call(t, "GET", `/v1/credits/topups/${inGrace.id}`, key)).body.data.status).toBe("pending");
     expect((await call(t, "GET", `/v1/credits/topups/${open.id}`, key)).body.data.status).toBe("pending");
     expect(await payments.expireDue(now)).toBe(0);
   });

@@ -204,7 +204,7 @@ describe("USDT top-ups on TRON", () => {
   // Needs the payments core to leave a USDT top-up pending for a grace after expires_at (its expiry sweep expires
   // it at once today, and the store credits only pending or paid top-ups): a transfer sent in time solidifies about
   // a minute later, so a payment at the last minute is recorded as unmatched instead of credited.
-  it.todo("a transfer sent before the expiry but confirmed after it (and after the expiry sweep) is credited", async () => {
+  it("a transfer sent before the expiry but confirmed after it (and after the expiry sweep) is credited", async () => {
     const { key, topup } = await usdtTopup(65);
     const deadline = Date.parse(topup.expires_at);
     const tx = tron.addTransfer({ to: ADDRESS, value: micro(topup.pay_amount), at: deadline - 20_000, confirmed: false });

@@ -7,6 +7,13 @@ import { TOPUP_METHODS, type KeyStore, type PaymentStore, type Topup, type Topup
 import type { PaymentProcessor, PaymentsService, SubscriptionSeller } from "./processor.ts";
 import type { PaymentsConfig } from "./schema.ts";
 
+/**
+ * A pending top-up is marked expired this long after its `expires_at`, not at once: a USDT transfer sent just
+ * before the deadline is confirmed on chain a minute or more later, and only a pending top-up can be credited.
+ * The payer's deadline is unchanged: the poller credits only transfers whose block time is before `expires_at`.
+ */
+const EXPIRY_GRACE_MS = 30 * 60_000;
+
 /** Top-ups are whole cents up to this many USD. */
 export const MAX_TOPUP_USD = 100_000;
 /** How the methods are named in messages. */
@@ -142,7 +149,7 @@ export function createPaymentsService(deps: {
       // A full batch: more may be due (each one expired is no longer pending, so the next read moves on). Bounded:
       // a round that expires nothing (another instance got there first) ends the sweep until the next one.
       for (let round = 0; round < 100; round++) {
-        const due = await store.expiredPendingTopups(at, 100);
+        const due = await store.expiredPendingTopups(at - EXPIRY_GRACE_MS, 100);
         let expiredNow = 0;
         for (const topup of due) {
           const result = await service.apply({ id: "expiry:" + topup.id, processor: "gateway", type: "topup.expired", receivedAt: at }, { kind: "expire", topupId: topup.id });

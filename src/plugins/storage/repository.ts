@@ -380,7 +380,7 @@ export interface PaymentEvent {
 export type PaymentEffect =
   /** Nothing but the record (an event type we do not act on, or one already reflected). */
   | { kind: "none" }
-  /** Credits the top-up's own amount (ledger kind = its method, reference = paymentRef) and sets it `credited`; only from `pending` or `paid`, else nothing. */
+  /** Credits the top-up's own amount (ledger kind = its method, reference = paymentRef) and sets it `credited`; only from `pending`, `paid` or `expired` (a payment confirmed after our expiry sweep), else nothing. */
   | { kind: "credit"; topupId: string; paymentRef: string }
   /** Sets a `pending` top-up `paid` with a flag (the payment differs from the record): nothing is credited. */
   | { kind: "flag"; topupId: string; paymentRef: string | null; reason: string }

@@ -116,7 +116,7 @@ export function paymentsContract(name: string, options: { fresh(): Promise<Payme
       expect(await repository.findTopupByPaymentRef("pi_none")).toBeNull();
     });
 
-    it("credits only a pending or paid top-up, with the top-up's own amount and method as the ledger kind", async () => {
+    it("credits a pending, paid or expired top-up (never a credited one twice), with the top-up's own amount and method as the ledger kind", async () => {
       const { repository, account, topupOf } = await setup();
       const usdt = await topupOf({ method: "usdt", amount: 15 * USD, network: "tron", payTo: "TAddr", payAmountMicro: 15_000_123, expiresAt: Date.now() + DAY });
       expect(await repository.applyPaymentEvent(eventOf("trc20.transfer", "tron:tx1"), credit(usdt.id, "tron:tx1"))).toMatchObject({
@@ -126,7 +126,8 @@ export function paymentsContract(name: string, options: { fresh(): Promise<Payme
       });
       const expired = await topupOf();
       await repository.applyPaymentEvent(eventOf("checkout.session.expired"), { kind: "expire", topupId: expired.id });
-      expect(await repository.applyPaymentEvent(eventOf(), credit(expired.id, "pi_late"))).toMatchObject({ applied: true, amount: 0, topup: { status: "expired" } });
+      // A payment the processor confirms after our sweep expired the record: the money arrived, so it is credited (once).
+      expect(await repository.applyPaymentEvent(eventOf(), credit(expired.id, "pi_late"))).toMatchObject({ applied: true, amount: expired.amount, topup: { status: "credited" } });
       // Flagged (paid, not credited), then credited by a later event.
       const flagged = await topupOf({ amount: 5 * USD });
       await repository.applyPaymentEvent(eventOf(), { kind: "flag", topupId: flagged.id, paymentRef: "pi_f", reason: "amount paid 4.00 USD differs from 5.00 USD" });
@@ -137,9 +138,9 @@ export function paymentsContract(name: string, options: { fresh(): Promise<Payme
       const twice = await topupOf({ amount: 15 * USD, method: "usdt" });
       expect(await repository.applyPaymentEvent(eventOf(), credit(twice.id, "tron:tx1"))).toMatchObject({ amount: 0, topup: { status: "paid", paymentRef: null } });
       expect((await repository.getTopup(twice.id))!.flag).toContain("tron:tx1");
-      expect(await repository.accountTotals(account.id)).toEqual({ credits: 20 * USD, debits: 0, balance: 20 * USD, paidCredits: 20 * USD });
+      expect(await repository.accountTotals(account.id)).toEqual({ credits: 40 * USD, debits: 0, balance: 40 * USD, paidCredits: 40 * USD });
       const events = await repository.listPaymentEvents(0);
-      expect(events.map((e) => e.amount)).toEqual([15 * USD, 0, 0, 0, 5 * USD, 0, 0]);
+      expect(events.map((e) => e.amount)).toEqual([15 * USD, 0, 20 * USD, 0, 5 * USD, 0, 0]);
       expect(await repository.listPaymentEvents(0, "tron")).toEqual([expect.objectContaining({ id: "tron:tx1", topupId: usdt.id, amount: 15 * USD, type: "trc20.transfer" })]);
       expect(await repository.listPaymentEvents(Date.now() + DAY)).toEqual([]);
     });

@@ -137,8 +137,11 @@ export function effectTopupId(effect: PaymentEffect): string | null {
   return "topupId" in effect ? effect.topupId : null;
 }
 
-/** A credit is made only from these states (a flagged `paid` top-up may still be credited). */
-export const CREDITABLE: ReadonlySet<string> = new Set<TopupStatus>(["pending", "paid"]);
+/**
+ * A credit is made only from these states: a flagged `paid` top-up may still be credited, and an `expired` one whose
+ * payment the processor confirms after our sweep marked it (the money arrived: the record's amount is credited).
+ */
+export const CREDITABLE: ReadonlySet<string> = new Set<TopupStatus>(["pending", "paid", "expired"]);
 /** Money is taken back only from a top-up that credited it. */
 export const TAKEABLE: ReadonlySet<string> = new Set<TopupStatus>(["credited", "refunded", "disputed"]);
 
