@@ -1,7 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from "bun:test";
+import type { Page } from "playwright-core";
 import { browserSuite, startDashboardHarness, USER_PASSWORD, type DashboardHarness } from "./dashboard-harness.ts";
 
 setDefaultTimeout(60_000);
+
+/**
+ * Presses "Sign in" and waits until the answer's page has replaced the form (the URL stays the same, so waiting
+ * for the URL would return at once, and a locator could still read the old page); resolves with its status.
+ */
+async function submit(page: Page): Promise<number> {
+  const [response] = await Promise.all([
+    page.waitForResponse((response) => response.request().method() === "POST"),
+    page.waitForNavigation({ waitUntil: "domcontentloaded" }),
+    page.getByRole("button", { name: "Sign in" }).click(),
+  ]);
+  return response.status();
+}
 
 describe.skipIf(!browserSuite("the dashboard's sign-in in Chromium"))("dashboard sign-in in headless Chromium", () => {
   let h: DashboardHarness;
@@ -30,17 +44,13 @@ describe.skipIf(!browserSuite("the dashboard's sign-in in Chromium"))("dashboard
     for (let attempt = 0; attempt < 5; attempt++) {
       await page.getByLabel("Email").fill(email);
       await page.getByLabel("Password").fill(`wrong password ${attempt}`);
-      const answer = page.waitForResponse((response) => response.request().method() === "POST");
-      await page.getByRole("button", { name: "Sign in" }).click();
-      expect((await answer).status()).toBe(401);
-      await expect(page.getByRole("alert").textContent()).resolves.toBe("Wrong email or password.");
+      expect(await submit(page)).toBe(401);
+      expect(await page.getByRole("alert").textContent()).toBe("Wrong email or password.");
     }
     await page.getByLabel("Email").fill(email);
     await page.getByLabel("Password").fill(USER_PASSWORD);
-    const limited = page.waitForResponse((response) => response.request().method() === "POST");
-    await page.getByRole("button", { name: "Sign in" }).click();
-    expect((await limited).status()).toBe(429);
-    await expect(page.getByRole("alert").textContent()).resolves.toMatch(/^Too many sign-in attempts\. Try again in \d+ minutes?\.$/);
+    expect(await submit(page)).toBe(429);
+    expect(await page.getByRole("alert").textContent()).toMatch(/^Too many sign-in attempts\. Try again in \d+ minutes?\.$/);
     expect(new URL(page.url()).pathname).toBe("/dashboard/sign-in");
     // Another user is not locked out by it.
     const other = await h.newAccountUser();
