@@ -47,11 +47,12 @@ describe.skipIf(!browserSuite("dashboard operators"))("dashboard: operators at /
 
   /** Submits the page's form by clicking `button` and returns the answer to that POST. */
   async function submit(page: Page, button: string): Promise<Response> {
+    // The navigation too: waitForLoadState alone may answer for the old page, whose alert a locator would then read.
     const [response] = await Promise.all([
       page.waitForResponse((r) => r.request().method() === "POST" && r.request().isNavigationRequest()),
+      page.waitForNavigation({ waitUntil: "domcontentloaded" }),
       page.getByRole("button", { name: button, exact: true }).click(),
     ]);
-    await page.waitForLoadState("domcontentloaded");
     return response;
   }
 

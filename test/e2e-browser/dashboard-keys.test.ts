@@ -44,11 +44,12 @@ async function createInForm(page: Page, fields: { name: string; budget?: string;
   if (fields.rpm !== undefined) await page.getByLabel("Requests per minute").fill(fields.rpm);
   if (fields.tpm !== undefined) await page.getByLabel("Tokens per minute").fill(fields.tpm);
   if (fields.expires !== undefined) await page.getByLabel("Expires").fill(fields.expires);
+  // The navigation too: waitForLoadState alone may answer for the old page, whose notice a locator would then read.
   const [response] = await Promise.all([
     page.waitForResponse((r) => r.request().method() === "POST" && new URL(r.url()).pathname === "/dashboard/keys"),
+    page.waitForNavigation({ waitUntil: "load" }),
     page.getByRole("button", { name: "Create key" }).click(),
   ]);
-  await page.waitForLoadState();
   return response;
 }
 
@@ -195,8 +196,10 @@ describe.skipIf(!browserSuite("dashboard Keys page"))("dashboard Keys page in he
     await cdp.send("Emulation.setScriptExecutionDisabled", { value: true });
     await page.goto("/dashboard/keys");
 
-    await page.getByRole("row").filter({ hasText: "no-js key" }).getByRole("button", { name: "Delete" }).click();
-    await page.waitForLoadState();
+    await Promise.all([
+      page.waitForNavigation({ waitUntil: "load" }),
+      page.getByRole("row").filter({ hasText: "no-js key" }).getByRole("button", { name: "Delete" }).click(),
+    ]);
     expect(await page.getByRole("heading", { level: 1 }).innerText()).toBe("Delete key?");
     expect(await page.locator("main").innerText()).toContain("Delete key no-js key");
     expect((await keyInfo(h, made.body.data.key)).status).toBe(200); // not yet deleted
