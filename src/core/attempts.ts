@@ -1,7 +1,7 @@
 import type { GatewayContext, Outcome } from "./context.ts";
-import type { Provider } from "./plugin.ts";
+import type { AttemptObserver, Provider } from "./plugin.ts";
 import type { Logger } from "./log.ts";
-import type { Deployment, DeploymentHealth, ErrorClass } from "./deployments.ts";
+import type { AttemptRecord, Deployment, DeploymentHealth, ErrorClass } from "./deployments.ts";
 import type { UpstreamRoute } from "./route.ts";
 import type { UpstreamCodec } from "./format.ts";
 import { GatewayError, ProviderUnavailableError, UpstreamError, UpstreamHttpError, UpstreamTimeoutError, asGatewayError } from "./errors.ts";
@@ -24,6 +24,8 @@ export interface AttemptSettings {
 
 export interface AttemptHost {
   readonly settings: AttemptSettings;
+  /** The plugins' onUpstreamAttempt hooks (observers: traces); empty when none has one. */
+  readonly observers: readonly ((ctx: GatewayContext, attempt: { provider: string; deployment: string }) => AttemptObserver | undefined)[];
   /** A plugin's DeploymentHealth, when one is enabled. */
   readonly health: DeploymentHealth | undefined;
   readonly log: Logger;
@@ -135,26 +137,28 @@ async function attemptOnce(
   body: Record<string, unknown>,
 ): Promise<{ response: UpstreamResponse; answered: Answered | undefined } | Failure> {
   host.health?.started(providerName, deployment);
+  const observers = host.observers.length === 0 ? NO_OBSERVERS : observe(host, ctx, providerName, deployment);
   const startedMono = performance.now();
   const firstByteMs = ctx.request.stream ? host.settings.firstByteTimeoutMs : host.settings.firstByteTimeoutNonStreamMs;
   const attempt = attemptSignal(ctx.signal, firstByteMs);
   let response: UpstreamResponse;
   try {
-    response = await sendUpstream(ctx, provider, route, body, deployment, attempt.signal);
+    response = await sendUpstream(ctx, provider, route, body, deployment, attempt.signal, observers.headers);
   } catch (error) {
     attempt.end(false);
     const latencyMs = Math.round(performance.now() - startedMono);
     if (ctx.signal.aborted || error instanceof RangeError || (error instanceof GatewayError && !(error instanceof UpstreamTimeoutError))) {
       // The client left, the request's own deadline, a body too deep to send: not the deployment's doing.
       host.health?.finished(providerName, deployment, { ok: false, latencyMs });
-      if (ctx.signal.aborted && (ctx.signal.reason as Error | undefined)?.name === "TimeoutError") record(ctx, deployment, null, "timeout", latencyMs);
+      if (ctx.signal.aborted && (ctx.signal.reason as Error | undefined)?.name === "TimeoutError") record(ctx, deployment, null, "timeout", latencyMs, observers);
+      else observers.end(null);
       if (error instanceof GatewayError) throw error;
       if (ctx.signal.aborted) throw abortError(ctx);
       throw asGatewayError(error); // RangeError: the client's body too deep to serialize, a 400
     }
     // The attempt's own first-byte timer fired (the transport reads it as a timeout; a simulated upstream may not).
     const errorClass: ErrorClass = error instanceof UpstreamTimeoutError || attempt.signal.aborted ? "timeout" : "connection";
-    record(ctx, deployment, null, errorClass, latencyMs);
+    record(ctx, deployment, null, errorClass, latencyMs, observers);
     host.health?.finished(providerName, deployment, { ok: false, errorClass, latencyMs });
     host.log.warn("upstream attempt failed", { request_id: ctx.requestId, provider: providerName, deployment: deployment.name, error_class: errorClass });
     return { deployment, errorClass, error };
@@ -162,12 +166,12 @@ async function attemptOnce(
   attempt.end(true);
   const latencyMs = Math.round(performance.now() - startedMono);
   if (response.ok) {
-    record(ctx, deployment, response.status, null, latencyMs);
+    record(ctx, deployment, response.status, null, latencyMs, observers);
     // The health keeper hears of it when the answer is over (finishAnswered): a stream may still break.
     return { response, answered: host.health ? { provider: providerName, deployment, latencyMs } : undefined };
   }
   const errorClass = classifyStatus(response.status);
-  record(ctx, deployment, response.status, errorClass, latencyMs);
+  record(ctx, deployment, response.status, errorClass, latencyMs, observers);
   if (!isRetried(response.status, provider.retryOn)) {
     host.health?.finished(providerName, deployment, { ok: false, errorClass, latencyMs });
     return { response, answered: undefined };
@@ -181,8 +185,45 @@ async function attemptOnce(
   return { deployment, errorClass, response, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
 }
 
-function record(ctx: GatewayContext, deployment: Deployment, status: number | null, errorClass: ErrorClass | null, latencyMs: number): void {
-  ctx.attempts.push({ deployment: deployment.name, status, error_class: errorClass, latency_ms: latencyMs });
+function record(ctx: GatewayContext, deployment: Deployment, status: number | null, errorClass: ErrorClass | null, latencyMs: number, observers: AttemptObservers): void {
+  const entry: AttemptRecord = { deployment: deployment.name, status, error_class: errorClass, latency_ms: latencyMs };
+  ctx.attempts.push(entry);
+  observers.end(entry);
+}
+
+/** The observers of one attempt: the headers they add, and their end. */
+interface AttemptObservers {
+  headers: Readonly<Record<string, string>> | undefined;
+  end(entry: AttemptRecord | null): void;
+}
+
+const NO_OBSERVERS: AttemptObservers = { headers: undefined, end() {} };
+
+function observe(host: AttemptHost, ctx: GatewayContext, provider: string, deployment: Deployment): AttemptObservers {
+  const following: AttemptObserver[] = [];
+  let headers: Record<string, string> | undefined;
+  for (const hook of host.observers) {
+    try {
+      const observer = hook(ctx, { provider, deployment: deployment.name });
+      if (!observer) continue;
+      following.push(observer);
+      if (observer.headers) headers = { ...headers, ...observer.headers };
+    } catch (error) {
+      host.log.error("onUpstreamAttempt failed", { request_id: ctx.requestId, error: String(error) });
+    }
+  }
+  return {
+    headers,
+    end(entry) {
+      for (const observer of following) {
+        try {
+          observer.end(entry);
+        } catch (error) {
+          host.log.error("an attempt observer failed", { request_id: ctx.requestId, error: String(error) });
+        }
+      }
+    },
+  };
 }
 
 /**

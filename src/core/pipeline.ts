@@ -61,6 +61,9 @@ export class Pipeline implements Gateway {
   private readonly addresses: ClientAddresses;
   /** What the attempt loop reads (core/attempts.ts): the settings and a plugin's DeploymentHealth, if any. */
   private readonly attemptHost: AttemptHost;
+  /** The observers of every request's start and end (onRequestStart, onRequestEnd). */
+  private readonly startHooks: Stage[];
+  private readonly endHooks: Stage[];
   /** The attempt that answered each request in flight, told to the health keeper when it is over (only with one). */
   private readonly answering = new WeakMap<GatewayContext, Answered>();
 
@@ -77,7 +80,10 @@ export class Pipeline implements Gateway {
     this.bodies = new RequestBodies(server.max_body_bytes, server.max_body_bytes_in_flight);
     this.signals = new RequestSignals(server.upstream_timeout_ms, { idleMs: server.upstream_idle_timeout_ms });
     this.addresses = new ClientAddresses(server.trusted_proxies);
+    this.startHooks = stages.filter((s) => s.instance.onRequestStart);
+    this.endHooks = stages.filter((s) => s.instance.onRequestEnd);
     this.attemptHost = {
+      observers: stages.flatMap((s) => (s.instance.onUpstreamAttempt ? [s.instance.onUpstreamAttempt.bind(s.instance)] : [])),
       settings: {
         firstByteTimeoutMs: server.upstream_first_byte_timeout_ms,
         firstByteTimeoutNonStreamMs: server.upstream_first_byte_timeout_non_stream_ms,
@@ -144,6 +150,7 @@ export class Pipeline implements Gateway {
     // The requests that came in this turn of the event loop are handled together once it ends (turn-end.ts).
     await afterTurn(undefined);
     const ctx = this.createContext(request, ingress);
+    if (this.startHooks.length > 0) this.started(ctx);
     let reached = 0;
     let streaming = false;
     try {
@@ -184,6 +191,7 @@ export class Pipeline implements Gateway {
     this.enter();
     this.receivedCount++;
     const ctx = this.createContext(request, ingress);
+    if (this.startHooks.length > 0) this.started(ctx);
     let outcome: Outcome = { status: "success" };
     try {
       for (const stage of this.headerStages) {
@@ -408,7 +416,17 @@ export class Pipeline implements Gateway {
     for (const stage of this.streamHooks) stage.instance.onStreamEvent!(ctx, event);
   }
 
-  /** onComplete for every plugin whose onRequest stage was reached (reverse order), then the access log. */
+  private started(ctx: GatewayContext): void {
+    for (const stage of this.startHooks) {
+      try {
+        stage.instance.onRequestStart!(ctx);
+      } catch (error) {
+        this.log.error("onRequestStart failed", { plugin: stage.name, request_id: ctx.requestId, error: String(error) });
+      }
+    }
+  }
+
+  /** onComplete for every plugin whose onRequest stage was reached (reverse order), the observers' onRequestEnd, then the access log. */
   private async complete(ctx: GatewayContext, outcome: Outcome, reached: number): Promise<void> {
     this.signals.release(ctx.signal);
     // Before onComplete: the generation record keeps the attempts as they ended.
@@ -421,6 +439,13 @@ export class Pipeline implements Gateway {
         if (pending) await pending;
       } catch (error) {
         this.log.error("onComplete failed", { plugin: stage.name, request_id: ctx.requestId, error: String(error) });
+      }
+    }
+    for (const stage of this.endHooks) {
+      try {
+        stage.instance.onRequestEnd!(ctx, outcome);
+      } catch (error) {
+        this.log.error("onRequestEnd failed", { plugin: stage.name, request_id: ctx.requestId, error: String(error) });
       }
     }
     if (this.log.quiet) return;

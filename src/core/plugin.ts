@@ -5,7 +5,7 @@ import type { StreamEvent } from "./canonical.ts";
 import type { IngressFormat, UpstreamCodec, WireFormat } from "./format.ts";
 import type { UpstreamRoute } from "./route.ts";
 import type { Logger } from "./log.ts";
-import type { Deployment } from "./deployments.ts";
+import type { AttemptRecord, Deployment } from "./deployments.ts";
 import type { UpstreamCall, UpstreamResponse } from "../transport/transport.ts";
 
 /**
@@ -114,6 +114,17 @@ export interface RouteAnswer {
   status: number;
 }
 
+/** What an `onUpstreamAttempt` hook follows one attempt with. */
+export interface AttemptObserver {
+  /** Headers added to this attempt's upstream request. */
+  readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * The attempt ended: how (status, error class, latency: the record ctx.attempts gets), once its answer headers came
+   * or it failed; null when it ended for a reason not the deployment's (the client left) and no record was made.
+   */
+  end(record: AttemptRecord | null): void;
+}
+
 export interface PluginInstance<Provides = unknown> {
   /** Offered to later plugins as `host.service(<plugin name>)`. */
   provides?: Provides;
@@ -148,6 +159,21 @@ export interface PluginInstance<Provides = unknown> {
   onStreamEvent?(ctx: GatewayContext, event: StreamEvent): void;
   /** Reverse order; after the last byte or the failure. Runs for every plugin whose onRequest stage was reached. */
   onComplete?(ctx: GatewayContext, outcome: Outcome): void | Promise<void>;
+  /**
+   * For observers (traces): every pipeline request as it starts, before any onHeaders, whatever happens next. Only
+   * `requestId`, `startedAt`, `headers`, `ingress` and `log` are set. Synchronous; it must not throw.
+   */
+  onRequestStart?(ctx: GatewayContext): void;
+  /**
+   * For observers (metrics, traces): every pipeline request as it ends, after the onComplete hooks and before the
+   * access line, whatever stage it reached (a refusal from the headers, count_tokens too). Synchronous; an error is logged.
+   */
+  onRequestEnd?(ctx: GatewayContext, outcome: Outcome): void;
+  /**
+   * For observers: one upstream attempt starts (core/attempts.ts). May return headers to add to that attempt's
+   * upstream request (a `traceparent`) and is told how it ended (the same record ctx.attempts gets). Synchronous.
+   */
+  onUpstreamAttempt?(ctx: GatewayContext, attempt: { provider: string; deployment: string }): AttemptObserver | undefined;
   /** Extra HTTP routes (admin, cost API, ingress endpoints). */
   routes?(app: AnyElysia, gateway: Gateway): void;
   /**

@@ -23,8 +23,16 @@ export function sendUpstream(
   body: Record<string, unknown>,
   deployment: Deployment = provider.deployments[0]!,
   signal: AbortSignalLike = ctx.signal,
+  extraHeaders?: Readonly<Record<string, string>>,
 ): Promise<UpstreamResponse> {
   const { url, headers } = deployment.endpoint(ctx, route);
-  const call = { url, headers, body, signal };
+  const call = { url, headers: extraHeaders ? withHeaders(headers, extraHeaders) : headers, body, signal };
   return provider.send ? provider.send(ctx, call) : upstreamFetch(call);
+}
+
+/** The endpoint's headers (often built once per deployment and shared) plus an attempt's own, in a copy. */
+function withHeaders(headers: Headers, extra: Readonly<Record<string, string>>): Headers {
+  const copy = new Headers(headers);
+  for (const [name, value] of Object.entries(extra)) copy.set(name, value);
+  return copy;
 }

@@ -43,8 +43,9 @@ describe("retry-policy", () => {
 /** What a fake deployment answers: a status (and headers), a thrown error, or a wait longer than the first-byte timeout. */
 type Script = { status: number; headers?: Record<string, string> } | { throws: Error } | { hangMs: number };
 
-function fakeProvider(scripts: Record<string, Script[]>, retryOn?: number[]): { provider: Provider; sent: string[] } {
+function fakeProvider(scripts: Record<string, Script[]>, retryOn?: number[]): { provider: Provider; sent: string[]; seenHeaders: Record<string, string>[] } {
   const sent: string[] = [];
+  const seenHeaders: Record<string, string>[] = [];
   const deployments: Deployment[] = Object.keys(scripts).map((name) => ({
     name,
     weight: 1,
@@ -57,6 +58,7 @@ function fakeProvider(scripts: Record<string, Script[]>, retryOn?: number[]): { 
     async send(_ctx, call) {
       const name = call.url.slice(5);
       sent.push(name);
+      seenHeaders.push(Object.fromEntries(call.headers));
       const script = scripts[name]!.shift() ?? { status: 200 };
       if ("throws" in script) throw script.throws;
       if ("hangMs" in script) {
@@ -72,7 +74,7 @@ function fakeProvider(scripts: Record<string, Script[]>, retryOn?: number[]): { 
       return new Response(JSON.stringify({ error: { message: `${name} says ${script.status}` } }), { status: script.status, headers: script.headers });
     },
   };
-  return { provider, sent };
+  return { provider, sent, seenHeaders };
 }
 
 const route = {
@@ -93,7 +95,7 @@ function context(): GatewayContext {
 }
 
 function host(
-  options: { maxAttempts?: number; budgetMs?: number; firstByteTimeoutMs?: number; firstByteTimeoutNonStreamMs?: number; health?: DeploymentHealth } = {},
+  options: { maxAttempts?: number; budgetMs?: number; firstByteTimeoutMs?: number; firstByteTimeoutNonStreamMs?: number; health?: DeploymentHealth; observers?: AttemptHost["observers"] } = {},
 ): AttemptHost {
   const firstByteTimeoutMs = options.firstByteTimeoutMs ?? 0;
   return {
@@ -104,6 +106,7 @@ function host(
       firstByteTimeoutNonStreamMs: options.firstByteTimeoutNonStreamMs ?? firstByteTimeoutMs,
     },
     health: options.health,
+    observers: options.observers ?? [],
     log: createLogger("test", { silent: true }),
     now: Date.now,
   };
@@ -117,6 +120,26 @@ async function attempt(h: AttemptHost, provider: Provider, ctx = context()) {
 }
 
 describe("attempts", () => {
+  it("tells attempt observers of each attempt: their headers go upstream with it (the shared endpoint headers untouched), its record ends it", async () => {
+    const { provider, seenHeaders } = fakeProvider({ "p#1": [{ status: 500 }], "p#2": [{ status: 200 }] });
+    const ended: unknown[] = [];
+    let made = 0;
+    const observers: AttemptHost["observers"] = [
+      (_ctx, attempt) => ({ headers: { traceparent: `00-${"a".repeat(32)}-${String(++made).padStart(16, "0")}-01` }, end: (record) => ended.push([attempt.deployment, record?.status]) }),
+      () => undefined,
+    ];
+    const { ctx, status } = await attempt(host({ observers }), provider);
+    expect(status).toBe(200);
+    expect(seenHeaders.map((headers) => headers.traceparent)).toEqual([`00-${"a".repeat(32)}-0000000000000001-01`, `00-${"a".repeat(32)}-0000000000000002-01`]);
+    expect(seenHeaders.every((headers) => headers["content-type"] === "application/json")).toBe(true);
+    expect(ended).toEqual([["p#1", 500], ["p#2", 200]]);
+    expect(ctx.attempts).toHaveLength(2);
+    // Without observers nothing is added.
+    const plain = fakeProvider({ "p#1": [{ status: 200 }] });
+    await attempt(host(), plain.provider);
+    expect(plain.seenHeaders[0]!.traceparent).toBeUndefined();
+  });
+
   it("tries the next deployment after a 500 and records both attempts", async () => {
     const { provider, sent } = fakeProvider({ "p#1": [{ status: 500 }], "p#2": [{ status: 200 }] });
     const { ctx, status } = await attempt(host(), provider);

@@ -22,7 +22,10 @@ declare module "../../core/context.ts" {
     streamedText?: string[];
     /** The billed usage was counted by the gateway, not reported by the upstream. Writer: metering. */
     usageEstimated?: boolean;
-    /** What a non-streamed answer is charged, decided once in onResponse and recorded in onComplete. Writer: metering. */
+    /**
+     * What the request is charged: a non-streamed answer's is decided once in onResponse and recorded in onComplete; a
+     * stream's is set when it is recorded. Observers (metrics) read it after onComplete. Writer: metering.
+     */
     charged?: CostBreakdown;
   }
 }
@@ -135,6 +138,7 @@ export default definePlugin({
 
     function record(ctx: GatewayContext, outcome: Outcome, cost: CostBreakdown): void {
       ctx.cost = cost.totalCost;
+      ctx.charged = cost;
       store.recordGeneration(generationRecord(ctx, outcome, cost));
       ctx.metered = true;
     }
