@@ -250,6 +250,11 @@ export interface LedgerStore {
   accountTotals(accountId: string): Promise<AccountTotals>;
   /** The account's credits and plan purchases (never usage), newest first in (created_at, id) order. */
   listLedgerEntries(accountId: string, page: RequestPage): Promise<LedgerEntry[]>;
+  /**
+   * The ledger's own sums by kind over every account, usage left out (credits by kind, plans and take-backs
+   * negative): what GET /metrics exports as gateway_credits_nano_usd{kind}. Kinds with no entry are absent.
+   */
+  creditTotalsByKind(): Promise<Record<string, NanoUsd>>;
 }
 
 /** API keys of accounts. */
@@ -294,6 +299,18 @@ export interface ReservationStore {
   reserve(input: ReservationInput, decide: (funds: Funds) => NanoUsd): Promise<NanoUsd>;
   /** Drops a reservation now (a request that ends without a generation record). */
   releaseReservation(id: string): Promise<void>;
+  /**
+   * The holds outstanding: how many and how much, over every process on the store (rows) plus this process's
+   * own (SQLite process holds), less the holds of requests this process has settled whose debit is queued for
+   * the group commit (a debit replaces them). What GET /metrics exports as gateway_holds_outstanding*.
+   */
+  holdsOutstanding(): Promise<HoldsOutstanding>;
+}
+
+/** Budget holds not yet replaced by a debit or released. */
+export interface HoldsOutstanding {
+  count: number;
+  amount: NanoUsd;
 }
 
 /** Plan cycles of accounts. */
@@ -479,6 +496,12 @@ export interface StoreLifecycle {
   /** A cheap query; throws when the store cannot answer. */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Tells `listener` of every group commit of metered generations that wrote rows: its write's duration in seconds
+   * and how many rows it settled (GET /metrics: gateway_store_commit_seconds). Synchronous, on the writer's path:
+   * a listener must be cheap and must not throw (an error is swallowed). Returns a function that removes it.
+   */
+  onCommit(listener: (seconds: number, rows: number) => void): () => void;
 }
 
 /** Every domain of the store: what the `storage` service provides; a consumer may ask for just its slice. */

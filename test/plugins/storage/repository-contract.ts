@@ -6,6 +6,7 @@ import type { AttemptRecord } from "../../../src/core/deployments.ts";
 import type { DashboardSession, Funds, Generation, GenerationQuery, Repository, ReservationInput } from "../../../src/plugins/storage/repository.ts";
 import { accountWithKey, captureLog, makeGeneration } from "./helpers.ts";
 import { listingContract } from "./listing-contract.ts";
+import { observabilityContract } from "./observability-contract.ts";
 import { paymentsContract } from "./payments-contract.ts";
 
 /**
@@ -104,6 +105,7 @@ export function repositoryContract(harness: ContractHarness): void {
 
   listingContract(harness.name, async () => (await fresh()).open());
   paymentsContract(harness.name, { fresh, concurrentInstances: harness.concurrentInstances !== false });
+  observabilityContract(harness.name, async (options) => (await fresh()).open(options));
 
   describe(`storage repository contract (${harness.name})`, () => {
     it("credits an account once per reference and refuses a reference reused differently", async () => {

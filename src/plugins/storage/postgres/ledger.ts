@@ -76,6 +76,12 @@ export function createPostgresLedger(client: SQL, db: PostgresDb, pending: Pendi
 
     accountTotals: (accountId) => guard(() => totalsOf(accountId)),
 
+    creditTotalsByKind: () =>
+      guard(async () => {
+        const rows = await client.unsafe(`select kind, coalesce(sum(amount_nano), 0) as amount from ledger_entries where kind <> 'usage' group by kind`);
+        return Object.fromEntries((rows as { kind: string; amount: unknown }[]).map((row) => [row.kind, num(row.amount)]));
+      }),
+
     listLedgerEntries: (accountId, page) =>
       guard(async () => {
         const limit = pageLimit(page);

@@ -64,6 +64,8 @@ export async function createPostgresRepository(url: string, options: PostgresRep
       await reservations.stop();
       await client.close();
     },
+
+    onCommit: (listener) => commits.onCommit(listener),
   };
 
   return {

@@ -409,6 +409,15 @@ export function createPostgresReservations(client: SQL, pending: PendingGenerati
       await orphans.stop();
     },
 
+    /** Every process's hold rows, less those of this process's queued generations (their debits replace them in the commit). */
+    async holdsOutstanding(): Promise<{ count: number; amount: number }> {
+      const [row] = await client.unsafe(
+        `select count(*) as count, coalesce(sum(amount_nano), 0) as amount from reservations where id <> all($1::text[])`,
+        [pending.queue.map((g) => g.id)],
+      );
+      return { count: num(row?.count), amount: num(row?.amount) };
+    },
+
     async heartbeat(instanceId: string, now: number): Promise<void> {
       await client.unsafe(
         `insert into gateway_instances (id, heartbeat_at) values ($1, $2)
@@ -454,6 +463,12 @@ export function postgresReservationStore(reservations: PostgresReservations, gat
       guard(async () => {
         gate.assertOpen();
         await reservations.releaseReservation(id);
+      }),
+
+    holdsOutstanding: () =>
+      guard(async () => {
+        gate.assertOpen();
+        return reservations.holdsOutstanding();
       }),
   };
 }

@@ -55,10 +55,25 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
   // `settled` reaches the `recorded` the flush saw.
   let recorded = 0;
   let settled = 0;
+  /** Told of each write that settled rows (StoreLifecycle.onCommit): GET /metrics' commit latency. */
+  const commitListeners: ((seconds: number, rows: number) => void)[] = [];
 
   function settle(count: number): void {
     pending.settle(count);
     settled += count;
+  }
+
+  /** A write of `rows` that began at `startedMono` settled: its listeners learn how long it took. */
+  function committed(startedMono: number, rows: number): void {
+    if (commitListeners.length === 0) return;
+    const seconds = (performance.now() - startedMono) / 1000;
+    for (const listener of commitListeners) {
+      try {
+        listener(seconds, rows);
+      } catch {
+        // An observer's fault must not fail a write that succeeded.
+      }
+    }
   }
 
   function deadLetter(g: Generation, error: unknown): void {
@@ -70,9 +85,13 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
   function writeHead(): Step {
     const batch = pending.queue.slice(0, maxBatch);
     if (batch.length === 0) return;
+    const startedMono = performance.now();
     return attempt(
       () => write(batch),
-      () => settle(batch.length),
+      () => {
+        settle(batch.length);
+        committed(startedMono, batch.length);
+      },
       (error) => {
         if (!isPermanent(error)) throw error;
         // A poison row: write this batch one by one so only the bad rows are set aside.
@@ -84,9 +103,13 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
   function writeEach(batch: readonly Generation[], from: number): Step {
     for (let i = from; i < batch.length; i++) {
       const g = batch[i]!;
+      const startedMono = performance.now();
       const step = attempt(
         () => write([g]),
-        () => settle(1),
+        () => {
+          settle(1);
+          committed(startedMono, 1);
+        },
         (rowError) => {
           if (!isPermanent(rowError)) throw rowError;
           deadLetter(g, rowError);
@@ -193,6 +216,15 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
   }
 
   return {
+    /** Tells `listener` of every write that settled rows: its duration (seconds) and row count. Returns its removal. */
+    onCommit(listener: (seconds: number, rows: number) => void): () => void {
+      commitListeners.push(listener);
+      return () => {
+        const index = commitListeners.indexOf(listener);
+        if (index >= 0) commitListeners.splice(index, 1);
+      };
+    },
+
     /** Queues a generation (ignored when its id is already queued) and arms the commit. */
     record(g: Generation): void {
       if (!pending.add(g)) return;

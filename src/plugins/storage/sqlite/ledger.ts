@@ -78,6 +78,16 @@ export function createSqliteLedger(db: SqliteDb, pending: PendingGenerations, ga
       return totalsOf(accountId);
     },
 
+    async creditTotalsByKind() {
+      const rows = db
+        .select({ kind: ledgerEntries.kind, amount: sql<number>`coalesce(sum(${ledgerEntries.amountNano}), 0)` })
+        .from(ledgerEntries)
+        .where(ne(ledgerEntries.kind, "usage"))
+        .groupBy(ledgerEntries.kind)
+        .all();
+      return Object.fromEntries(rows.map((row) => [row.kind, Number(row.amount)]));
+    },
+
     async listLedgerEntries(accountId, page) {
       const limit = pageLimit(page);
       if (limit === 0) return [];

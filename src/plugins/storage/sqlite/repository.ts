@@ -87,6 +87,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       client.close();
       lock?.release();
     },
+
+    onCommit: (listener) => commits.onCommit(listener),
   };
 
   return {

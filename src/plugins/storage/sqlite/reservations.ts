@@ -85,6 +85,7 @@ function prepareStatements(client: Database) {
     forgetStale: client.prepare(`delete from gateway_instances where heartbeat_at < ?`),
     releaseInstance: client.prepare(`delete from reservations where instance_id = ?`),
     forgetInstance: client.prepare(`delete from gateway_instances where id = ?`),
+    holdRows: client.prepare<{ count: number; amount: number }, []>(`select count(*) as count, coalesce(sum(amount_nano), 0) as amount from reservations`),
   };
 }
 
@@ -141,6 +142,23 @@ class HoldBook {
     hold.settled = true;
     add(this.settledByAccount, hold.accountId, hold.amount);
     add(this.settledByKey, hold.keyId, hold.amount);
+  }
+
+  /** This process's holds (count, sum), and the part of them settled (their debit queued, the hold still counted until written). */
+  tally(): { count: number; amount: number; settledCount: number; settledAmount: number } {
+    let count = 0;
+    let amount = 0;
+    let settledCount = 0;
+    let settledAmount = 0;
+    for (const hold of this.mine.values()) {
+      count += 1;
+      amount += hold.amount;
+      if (hold.settled) {
+        settledCount += 1;
+        settledAmount += hold.amount;
+      }
+    }
+    return { count, amount, settledCount, settledAmount };
   }
 
   unsettle(id: string): void {
@@ -347,6 +365,16 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       if (!holds.inProcess) statements.remove.run(id);
       holds.unsettle(id);
     },
+    /**
+     * Holds outstanding. Process mode: this process's holds not yet settled (the table has none). Shared mode: every
+     * row (every process on the file), less this process's settled ones (their rows go in the commit that writes the debit).
+     */
+    holdsOutstanding(): { count: number; amount: number } {
+      const mine = holds.tally();
+      if (holds.inProcess) return { count: mine.count - mine.settledCount, amount: mine.amount - mine.settledAmount };
+      const rows = statements.holdRows.get() ?? { count: 0, amount: 0 };
+      return { count: rows.count - mine.settledCount, amount: rows.amount - mine.settledAmount };
+    },
     heartbeat(instanceId: string, now: number): void {
       statements.heartbeat.run(instanceId, now);
     },
@@ -392,6 +420,11 @@ export function sqliteReservationStore(reservations: SqliteReservations, gate: S
     async releaseReservation(id) {
       gate.assertOpen();
       failClosed(() => reservations.releaseReservation(id));
+    },
+
+    async holdsOutstanding() {
+      gate.assertOpen();
+      return reservations.holdsOutstanding();
     },
   };
 }
