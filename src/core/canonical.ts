@@ -6,8 +6,13 @@ export interface Usage {
   inputTokens: number;
   /** Prompt tokens served from the cache (a subset of inputTokens). */
   cacheReadTokens: number;
-  /** Prompt tokens written to the cache (a subset of inputTokens). */
+  /** Prompt tokens written to the cache (a subset of inputTokens), every lifetime together. */
   cacheWriteTokens: number;
+  /**
+   * The part of cacheWriteTokens written with a 1-hour lifetime (Anthropic's `ephemeral_1h_input_tokens`,
+   * billed at its own price); the rest is the 5-minute write. Absent = 0.
+   */
+  cacheWrite1hTokens?: number;
   /** Generated tokens, reasoning included. */
   outputTokens: number;
   /** Reasoning tokens (a subset of outputTokens). */

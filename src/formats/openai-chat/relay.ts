@@ -5,11 +5,13 @@ import { redact } from "../../core/secrets.ts";
 import { errorBody, UpstreamError } from "../../core/errors.ts";
 import type { JsonObject } from "../json.ts";
 import { usableCounts, type FinishReason, type StreamEvent, type Usage } from "../../core/canonical.ts";
+import { cacheWrites } from "../anthropic-messages/usage.ts";
 
 interface ChatUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
+  /** `cache_creation`: the writes by lifetime, in Anthropic's names (what this gateway emits; docs/wire-formats.md#usage). */
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number; cache_creation?: unknown } | null;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
   /** DeepSeek's names for cache hits. */
   prompt_cache_hit_tokens?: number;
@@ -24,13 +26,19 @@ export function readChatUsage(wire: unknown): Usage | undefined {
   const usage = wire as ChatUsage; // its counts are checked by usableCounts before any is read
   if (!usableCounts(usage.prompt_tokens, usage.completion_tokens)) return undefined;
   const details = usage.prompt_tokens_details ?? undefined;
-  return {
+  const read: Usage = {
     inputTokens: usage.prompt_tokens ?? 0,
     cacheReadTokens: details?.cached_tokens ?? usage.prompt_cache_hit_tokens ?? 0,
     cacheWriteTokens: details?.cache_write_tokens ?? 0,
     outputTokens: usage.completion_tokens ?? 0,
     reasoningTokens: usage.completion_tokens_details?.reasoning_tokens ?? 0,
   };
+  if (details?.cache_creation != null) {
+    const { total, oneHour } = cacheWrites(details.cache_write_tokens, details.cache_creation);
+    read.cacheWriteTokens = total;
+    if (oneHour > 0) read.cacheWrite1hTokens = oneHour;
+  }
+  return read;
 }
 
 /** The upstream body for a chat client on a chat upstream: model renamed, usage always requested on streams. */

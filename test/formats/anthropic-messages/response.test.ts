@@ -56,7 +56,7 @@ describe("anthropic-messages non-streaming answers", () => {
       ctx,
     ) as any;
     expect(body).toMatchObject({ id: "msg_0123456789abcdef0123456789abcdef", type: "message", role: "assistant", model: "gpt-6-luna", stop_reason: "tool_use", stop_sequence: null });
-    expect(body.usage).toEqual({ input_tokens: 50, cache_creation_input_tokens: 150, cache_read_input_tokens: 1000, output_tokens: 80 });
+    expect(body.usage).toEqual({ input_tokens: 50, cache_creation_input_tokens: 150, cache_read_input_tokens: 1000, cache_creation: { ephemeral_5m_input_tokens: 150, ephemeral_1h_input_tokens: 0 }, output_tokens: 80 });
     expect(body.content.map((block: any) => block.type)).toEqual(["thinking", "text", "tool_use", "tool_use"]);
     expect(unwrapForeignSignature(body.content[0].signature)).toEqual({ origin: { format: "openai-chat", model: "gpt-6-luna" } });
     expect(body.content[2].id).toMatch(/^[a-zA-Z0-9_-]+$/);

@@ -51,7 +51,7 @@ describe("anthropic-messages stream encoder (canonical -> Messages SSE)", () => 
   it("reports usage once, normalized back: input_tokens excludes cache reads and writes (never double counted)", () => {
     const frames = assertMessagesStreamInvariants(encode([{ type: "text_delta", text: "x" }, { type: "usage", usage: USAGE }, { type: "message_end", finishReason: "stop" }]));
     const delta = frames.find((frame) => frame.event === "message_delta")!.data;
-    expect(delta.usage).toEqual({ input_tokens: 50, cache_read_input_tokens: 1000, cache_creation_input_tokens: 150, output_tokens: 80 });
+    expect(delta.usage).toEqual({ input_tokens: 50, cache_read_input_tokens: 1000, cache_creation_input_tokens: 150, cache_creation: { ephemeral_5m_input_tokens: 150, ephemeral_1h_input_tokens: 0 }, output_tokens: 80 });
     expect(delta.usage.input_tokens + delta.usage.cache_read_input_tokens + delta.usage.cache_creation_input_tokens).toBe(USAGE.inputTokens);
   });
 

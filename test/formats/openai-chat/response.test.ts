@@ -95,7 +95,7 @@ describe("openai-chat encodeResponse", () => {
         prompt_tokens: 1200,
         completion_tokens: 80,
         total_tokens: 1280,
-        prompt_tokens_details: { cached_tokens: 1000, cache_write_tokens: 150 },
+        prompt_tokens_details: { cached_tokens: 1000, cache_write_tokens: 150, cache_creation: { ephemeral_5m_input_tokens: 150, ephemeral_1h_input_tokens: 0 } },
         completion_tokens_details: { reasoning_tokens: 30 },
       },
     });
@@ -124,6 +124,7 @@ describe("openai-chat encodeResponse", () => {
     const usage = { prompt_tokens: 500, completion_tokens: 40, total_tokens: 540, prompt_tokens_details: { cached_tokens: 300, cache_write_tokens: 100 }, completion_tokens_details: { reasoning_tokens: 10 } };
     const decoded = decodeResponse(completion({ role: "assistant", content: "x" }, "stop", usage));
     const encoded = encodeResponse(decoded, chatContext()) as any;
-    expect(encoded.usage).toEqual(usage);
+    // The writes come back split by lifetime: none reported as 1-hour, so all 5-minute.
+    expect(encoded.usage).toEqual({ ...usage, prompt_tokens_details: { ...usage.prompt_tokens_details, cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 0 } } });
   });
 });

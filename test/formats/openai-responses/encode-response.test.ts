@@ -33,7 +33,7 @@ describe("openai-responses encodeResponse", () => {
     // twice.
     expect(encoded.usage).toEqual({
       input_tokens: 500,
-      input_tokens_details: { cached_tokens: 120, cache_write_tokens: 30 },
+      input_tokens_details: { cached_tokens: 120, cache_write_tokens: 30, cache_creation: { ephemeral_5m_input_tokens: 30, ephemeral_1h_input_tokens: 0 } },
       output_tokens: 60,
       output_tokens_details: { reasoning_tokens: 20 },
       total_tokens: 560,

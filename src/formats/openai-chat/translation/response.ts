@@ -2,6 +2,7 @@ import type { GatewayContext } from "../../../core/context.ts";
 import { UpstreamError } from "../../../core/errors.ts";
 import { ZERO_USAGE, type CanonicalPart, type CanonicalResponse, type Usage } from "../../../core/canonical.ts";
 import { readChatUsage } from "../relay.ts";
+import { writeCacheCreation } from "../../anthropic-messages/usage.ts";
 import { finishFromChat, finishToChat } from "./finish.ts";
 import { argumentsText } from "./tool-calls.ts";
 import { customToolNames, unwrapCustomInput, wrapCustomInput } from "./custom-tools.ts";
@@ -97,13 +98,18 @@ function chatToolCall(part: Extract<CanonicalPart, { type: "tool_call" }>, custo
 }
 
 
-/** Canonical usage in chat's shape (docs/wire-formats.md#usage): prompt_tokens already holds the cache tokens. */
+/**
+ * Canonical usage in chat's shape (docs/wire-formats.md#usage): prompt_tokens already holds the cache tokens;
+ * `prompt_tokens_details.cache_creation` splits cache_write_tokens by lifetime when the prompt wrote to the cache.
+ */
 export function chatUsage(usage: Usage): Json {
+  const promptDetails: Json = { cached_tokens: usage.cacheReadTokens, cache_write_tokens: usage.cacheWriteTokens };
+  if (usage.cacheWriteTokens > 0) promptDetails.cache_creation = writeCacheCreation(usage);
   return {
     prompt_tokens: usage.inputTokens,
     completion_tokens: usage.outputTokens,
     total_tokens: usage.inputTokens + usage.outputTokens,
-    prompt_tokens_details: { cached_tokens: usage.cacheReadTokens, cache_write_tokens: usage.cacheWriteTokens },
+    prompt_tokens_details: promptDetails,
     completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
   };
 }
