@@ -288,7 +288,7 @@ export default definePlugin({
         const promptTokens = ctx.promptTokenBound ?? 0;
         const prices = catalog.pricesFor(model, promptTokens, new Date(ctx.startedAt));
         const outputCap = Math.min(ctx.upstreamOutputCap ?? model.max_output_tokens, model.max_output_tokens);
-        const worst = promptTokens * Math.max(prices.input, prices.cacheRead, prices.cacheWrite) + outputCap * prices.output;
+        const worst = promptTokens * Math.max(prices.input, prices.cacheRead, prices.cacheWrite, prices.cacheWrite1h) + outputCap * prices.output;
         const held = ctx.heldNano ?? 0;
         if (worst > held) {
           const extra = worst - held;

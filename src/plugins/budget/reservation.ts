@@ -26,7 +26,7 @@ export interface WorstCase {
  */
 export function planReservation(worst: WorstCase, funds: Funds): ReservationPlan {
   const { prices } = worst;
-  const promptCost = worst.promptTokens * Math.max(prices.input, prices.cacheRead, prices.cacheWrite);
+  const promptCost = worst.promptTokens * Math.max(prices.input, prices.cacheRead, prices.cacheWrite, prices.cacheWrite1h);
   const keyBinds = funds.key !== null && funds.key < funds.account;
   const available = keyBinds ? funds.key! : funds.account;
   const affordable = available <= promptCost ? 0 : prices.output === 0 ? worst.modelMaxOutput : Math.floor((available - promptCost) / prices.output);

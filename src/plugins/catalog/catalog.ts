@@ -22,7 +22,10 @@ export interface ModelPrices {
   readonly input: NanoUsd;
   readonly output: NanoUsd;
   readonly cacheRead: NanoUsd;
+  /** A cache write (Anthropic: the 5-minute lifetime). */
   readonly cacheWrite: NanoUsd;
+  /** A cache write with a 1-hour lifetime: `cache_write_1h`, else cacheWrite. */
+  readonly cacheWrite1h: NanoUsd;
 }
 
 /** One dated price set of a model, with its `/v1/models` entry built once. */
@@ -175,7 +178,7 @@ function validateEntry(raw: unknown, fail: Fail): CatalogModel {
   const error = Value.Errors(CatalogEntrySchema, raw).First();
   if (error) {
     const field = dotted(error.path) || "(entry)";
-    if (/(^|\.)(input|output|cache_read|cache_write)$/.test(field) && typeof error.value === "number") {
+    if (/(^|\.)(input|output|cache_read|cache_write|cache_write_1h)$/.test(field) && typeof error.value === "number") {
       fail(field, `must be a quoted decimal string (e.g. "${error.value}"), got a YAML number`);
     }
     fail(field, `${describeError(error)}${error.value === undefined ? "" : `, got ${JSON.stringify(error.value)}`}`);
@@ -209,23 +212,24 @@ function validateEntry(raw: unknown, fail: Fail): CatalogModel {
 function compileModel(model: CatalogModel, fail: Fail): CompiledModel {
   const createdSeconds = parseDate(model.created, "created", fail) / 1000;
   const long = model.long_context;
-  const longContext = long && { aboveInputTokens: long.above_input_tokens, prices: nanoPrices(long, "long_context", fail) };
-  const listingAt = (prices: ModelPrices) => buildListing(model, createdSeconds, prices, longContext);
+  const longContext = long && { aboveInputTokens: long.above_input_tokens, prices: nanoPrices(long, "long_context", fail), own1h: long.cache_write_1h !== undefined };
+  const listingAt = (prices: ModelPrices, own1h: boolean) => buildListing(model, createdSeconds, prices, own1h, longContext);
   const base = nanoPrices(model.prices, "prices", fail);
-  const periods: PricePeriod[] = [{ from: -Infinity, prices: base, listing: listingAt(base) }];
+  const periods: PricePeriod[] = [{ from: -Infinity, prices: base, listing: listingAt(base, model.prices.cache_write_1h !== undefined) }];
   (model.price_changes ?? []).forEach(function compileChange(change, i) {
     const field = `price_changes[${i}]`;
     const from = parseDate(change.from, `${field}.from`, fail);
     if (from <= periods[periods.length - 1].from) fail(`${field}.from`, `${change.from} is not after the previous change`);
     const prices = nanoPrices(change, field, fail);
-    periods.push({ from, prices, listing: listingAt(prices) });
+    periods.push({ from, prices, listing: listingAt(prices, change.cache_write_1h !== undefined) });
   });
-  return Object.freeze({ model, periods: Object.freeze(periods), longContext: longContext && Object.freeze(longContext) });
+  const longFrozen = longContext && Object.freeze({ aboveInputTokens: longContext.aboveInputTokens, prices: longContext.prices });
+  return Object.freeze({ model, periods: Object.freeze(periods), longContext: longFrozen });
 }
 
 function nanoPrices(prices: CatalogPrices, field: string, fail: Fail): ModelPrices {
   const nano = (key: keyof CatalogPrices): NanoUsd => {
-    const text = prices[key];
+    const text = prices[key]!;
     try {
       return usdPerMillionToNanoPerToken(text);
     } catch {
@@ -237,6 +241,7 @@ function nanoPrices(prices: CatalogPrices, field: string, fail: Fail): ModelPric
     output: nano("output"),
     cacheRead: nano("cache_read"),
     cacheWrite: nano("cache_write"),
+    cacheWrite1h: prices.cache_write_1h === undefined ? nano("cache_write") : nano("cache_write_1h"),
   });
 }
 
@@ -244,7 +249,8 @@ function buildListing(
   model: CatalogModel,
   created: number,
   prices: ModelPrices,
-  longContext: CompiledModel["longContext"],
+  own1h: boolean,
+  longContext: (CompiledModel["longContext"] & { own1h: boolean }) | undefined,
 ): ModelListing {
   const listing: ModelListing = {
     id: model.id,
@@ -254,7 +260,7 @@ function buildListing(
     name: model.name,
     context_length: model.context_length,
     max_output_tokens: model.max_output_tokens,
-    pricing: tokenPricing(prices),
+    pricing: tokenPricing(prices, own1h),
     architecture: {
       input_modalities: [...model.input_modalities],
       output_modalities: [...model.output_modalities],
@@ -264,19 +270,22 @@ function buildListing(
   if (longContext) {
     listing.long_context_pricing = {
       above_prompt_tokens: longContext.aboveInputTokens,
-      ...tokenPricing(longContext.prices),
+      ...tokenPricing(longContext.prices, longContext.own1h),
     };
   }
   return deepFreeze(listing);
 }
 
-function tokenPricing(prices: ModelPrices): ModelListing["pricing"] {
-  return {
+/** USD per token; `input_cache_write_1h` only where the price set names its own 1-hour write price (`own1h`). */
+function tokenPricing(prices: ModelPrices, own1h: boolean): ModelListing["pricing"] {
+  const pricing: ModelListing["pricing"] = {
     prompt: nanoPerTokenToUsdString(prices.input),
     completion: nanoPerTokenToUsdString(prices.output),
     input_cache_read: nanoPerTokenToUsdString(prices.cacheRead),
     input_cache_write: nanoPerTokenToUsdString(prices.cacheWrite),
   };
+  if (own1h) pricing.input_cache_write_1h = nanoPerTokenToUsdString(prices.cacheWrite1h);
+  return pricing;
 }
 
 /** Request parameters a client may send for this model, derived from its capabilities. */

@@ -24,8 +24,10 @@ const priceFields = {
   output: Price,
   /** Prompt tokens read from the provider's cache. */
   cache_read: Price,
-  /** Prompt tokens written to the provider's cache. */
+  /** Prompt tokens written to the provider's cache (Anthropic: with the 5-minute lifetime). */
   cache_write: Price,
+  /** Prompt tokens written to the cache with a 1-hour lifetime (Anthropic); absent: cache_write. */
+  cache_write_1h: Type.Optional(Price),
 };
 
 export const PricesSchema = Type.Object(priceFields, { additionalProperties: false });
@@ -115,6 +117,8 @@ export const ModelListingSchema = Type.Object({
   created: Type.Integer(),
   owned_by: Type.String(),
   name: Type.String(),
+  /** A cache write with a 1-hour lifetime; only where the model has its own price for it. */
+  input_cache_write_1h: Type.Optional(Type.String()),
   context_length: Type.Integer(),
   max_output_tokens: Type.Integer(),
   pricing: Type.Object(TokenPricing),

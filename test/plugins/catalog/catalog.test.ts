@@ -71,10 +71,10 @@ describe("catalog.yaml", () => {
 describe("pricesFor", () => {
   it("gives exact integer nano-USD per token", () => {
     expect(catalog.pricesFor(model("gpt-6.2-sol"), 1000, TODAY)).toEqual({
-      input: 2000, output: 10000, cacheRead: 100, cacheWrite: 2500,
+      input: 2000, output: 10000, cacheRead: 100, cacheWrite: 2500, cacheWrite1h: 2500,
     });
     expect(catalog.pricesFor(model("qwen3.7-max"), 1000, TODAY)).toEqual({
-      input: 1475, output: 4425, cacheRead: 295, cacheWrite: 1844,
+      input: 1475, output: 4425, cacheRead: 295, cacheWrite: 1844, cacheWrite1h: 1844,
     });
     expect(catalog.pricesFor(model("deepseek-flash"), 1000, TODAY).cacheRead).toBe(6);
     expect(catalog.pricesFor(model("gemini-4-hydrogen"), 1000, TODAY).cacheRead).toBe(75);
@@ -86,7 +86,7 @@ describe("pricesFor", () => {
 
   it("bills cache tokens as input where the provider has no cache price", () => {
     const llama = catalog.pricesFor(model("llama-4-scout-17b-16e-instruct"), 10, TODAY);
-    expect(llama).toEqual({ input: 110, output: 340, cacheRead: 110, cacheWrite: 110 });
+    expect(llama).toEqual({ input: 110, output: 340, cacheRead: 110, cacheWrite: 110, cacheWrite1h: 110 });
     expect(catalog.pricesFor(model("gemini-4-hydrogen"), 10, TODAY).cacheWrite).toBe(1500);
   });
 
@@ -94,7 +94,7 @@ describe("pricesFor", () => {
     const carbon = model("gemini-4-carbon");
     expect(catalog.pricesFor(carbon, 10, new Date("2026-11-30T23:59:59.999Z")).input).toBe(2000);
     expect(catalog.pricesFor(carbon, 10, new Date("2026-12-01T00:00:00Z"))).toEqual({
-      input: 4000, output: 20000, cacheRead: 200, cacheWrite: 4000,
+      input: 4000, output: 20000, cacheRead: 200, cacheWrite: 4000, cacheWrite1h: 4000,
     });
     const flash = model("gemini-3.8-flash");
     expect(catalog.pricesFor(flash, 10, new Date("2026-12-31T23:59:59Z")).output).toBe(3750);
@@ -104,13 +104,54 @@ describe("pricesFor", () => {
 
   it("applies the long-context tier to the whole request above the threshold", () => {
     const haiku = model("claude-haiku-5-5");
-    expect(catalog.pricesFor(haiku, 100_000, TODAY)).toEqual({ input: 100, output: 500, cacheRead: 10, cacheWrite: 125 });
-    expect(catalog.pricesFor(haiku, 100_001, TODAY)).toEqual({ input: 500, output: 2500, cacheRead: 50, cacheWrite: 625 });
+    expect(catalog.pricesFor(haiku, 100_000, TODAY)).toEqual({ input: 100, output: 500, cacheRead: 10, cacheWrite: 125, cacheWrite1h: 200 });
+    expect(catalog.pricesFor(haiku, 100_001, TODAY)).toEqual({ input: 500, output: 2500, cacheRead: 50, cacheWrite: 625, cacheWrite1h: 1000 });
     const grok = model("grok-4.7");
     expect(catalog.pricesFor(grok, 199_999, TODAY).input).toBe(2000);
     expect(catalog.pricesFor(grok, 200_000, TODAY).input).toBe(4000);
     const sol = model("gpt-6.2-sol");
-    expect(catalog.pricesFor(sol, 272_001, TODAY)).toEqual({ input: 4000, output: 15000, cacheRead: 200, cacheWrite: 5000 });
+    expect(catalog.pricesFor(sol, 272_001, TODAY)).toEqual({ input: 4000, output: 15000, cacheRead: 200, cacheWrite: 5000, cacheWrite1h: 5000 });
+  });
+
+  it("prices a 1-hour cache write at cache_write_1h: 2x input for every Anthropic model, cache_write elsewhere", () => {
+    const anthropic = catalog.all().filter((m) => m.provider === "anthropic");
+    expect(anthropic.length).toBeGreaterThan(0);
+    for (const m of anthropic) {
+      const prices = catalog.pricesFor(m, 1, TODAY);
+      expect(prices.cacheWrite1h).toBe(2 * prices.input);
+      expect(prices.cacheWrite).toBe(prices.input + prices.input / 4); // the 5-minute write: 1.25x
+    }
+    for (const m of catalog.all().filter((m) => m.provider !== "anthropic")) {
+      const prices = catalog.pricesFor(m, 1, TODAY);
+      expect(prices.cacheWrite1h).toBe(prices.cacheWrite);
+    }
+    expect(catalog.pricesFor(model("claude-sonnet-5-5"), 10, TODAY)).toEqual({ input: 2000, output: 10000, cacheRead: 100, cacheWrite: 2500, cacheWrite1h: 4000 });
+  });
+
+  it("takes cache_write_1h per price period: a price change and the long-context tier carry their own", () => {
+    const entry = {
+      id: "dated", name: "Dated", family: "anthropic", kind: "chat", provider: "anthropic", context_length: 1000, max_output_tokens: 100,
+      prices: { input: "1.00", output: "2.00", cache_read: "0.10", cache_write: "1.25", cache_write_1h: "2.00" },
+      price_changes: [
+        { from: "2027-01-01", input: "3.00", output: "6.00", cache_read: "0.30", cache_write: "3.75", cache_write_1h: "6.00" },
+        { from: "2027-02-01", input: "3.00", output: "6.00", cache_read: "0.30", cache_write: "3.75" },
+      ],
+      long_context: { above_input_tokens: 500, input: "2.00", output: "4.00", cache_read: "0.20", cache_write: "2.50", cache_write_1h: "4.00" },
+      capabilities: { tools: true, vision: false, json_output: true, reasoning: false },
+      created: "2026-01-01",
+    };
+    const c = parseCatalog(JSON.stringify({ models: [entry] }), "dated.yaml", TODAY);
+    const m = c.get("dated")!;
+    expect(c.pricesFor(m, 10, TODAY).cacheWrite1h).toBe(2000);
+    expect(c.pricesFor(m, 10, new Date("2027-01-01T00:00:00Z")).cacheWrite1h).toBe(6000);
+    expect(c.pricesFor(m, 10, new Date("2027-02-01T00:00:00Z")).cacheWrite1h).toBe(3750); // none named: the 5-minute price
+    expect(c.pricesFor(m, 501, TODAY).cacheWrite1h).toBe(4000);
+    expect(c.listing(m, TODAY).pricing.input_cache_write_1h).toBe("0.000002");
+    expect(c.listing(m, TODAY).long_context_pricing!.input_cache_write_1h).toBe("0.000004");
+    expect(c.listing(m, new Date("2027-02-01T00:00:00Z")).pricing).not.toHaveProperty("input_cache_write_1h");
+    expect(() => parseCatalog(JSON.stringify({ models: [{ ...entry, prices: { ...entry.prices, cache_write_1h: 2 } }] }), "n.yaml")).toThrow(
+      /prices\.cache_write_1h: must be a quoted decimal string/,
+    );
   });
 
   it("refuses a model that is not in this catalog", () => {
@@ -134,6 +175,14 @@ describe("listing", () => {
       long_context_pricing: { above_prompt_tokens: 272_000, prompt: "0.000004" },
     });
     expect(entry.supported_parameters).toEqual(expect.arrayContaining(["tools", "response_format", "reasoning_effort"]));
+  });
+
+  it("shows input_cache_write_1h only where the model has a 1-hour write price", () => {
+    expect(catalog.listing(model("gpt-6.2-sol"), TODAY).pricing).not.toHaveProperty("input_cache_write_1h");
+    expect(catalog.listing(model("claude-sonnet-5-5"), TODAY).pricing).toEqual({
+      prompt: "0.000002", completion: "0.00001", input_cache_read: "0.0000001", input_cache_write: "0.0000025", input_cache_write_1h: "0.000004",
+    });
+    expect(catalog.listing(model("claude-haiku-5-5"), TODAY).long_context_pricing?.input_cache_write_1h).toBe("0.000001");
   });
 
   it("shows the price in effect at the given date", () => {
