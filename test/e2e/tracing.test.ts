@@ -100,7 +100,7 @@ function failingDeployment() {
 async function traceOf(gateway: RunningGateway, spans: Span[], requestId: string, children = 1): Promise<{ request: Span; attempts: Span[] }> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    await gateway.service("tracing").flush();
+    await gateway.service("tracing")!.flush();
     const request = spans.find((span) => span.attributes["gateway.request_id"] === requestId);
     const attempts = request ? spans.filter((span) => span.parentSpanId === request.spanId) : [];
     if ((request && attempts.length >= children) || Date.now() > deadline) {
@@ -390,7 +390,7 @@ describe("tracing off (no OTLP endpoint)", () => {
       const upstream = t.fake.requests.filter((r) => r.path.endsWith("/chat/completions"));
       expect(upstream).toHaveLength(1);
       expect(upstream[0]!.headers.traceparent).toBeUndefined();
-      expect(t.gateway.service("tracing").enabled).toBe(false);
+      expect(t.gateway.service("tracing")!.enabled).toBe(false);
     } finally {
       await t.stop();
     }
