@@ -208,8 +208,9 @@ function generationRecord(ctx: GatewayContext, outcome: Outcome, cost: CostBreak
     completionTokens: usage.outputTokens,
     cachedTokens: usage.cacheReadTokens,
     cacheWriteTokens: usage.cacheWriteTokens,
+    cacheWrite1hTokens: usage.cacheWrite1hTokens ?? 0,
     reasoningTokens: usage.reasoningTokens,
-    ...cost,
+    ...cost, // the cost parts, unbilledCost and cacheDiscount
     usageEstimated: ctx.usageEstimated === true,
     // Kept as the core left them (the store serialises them once, in its batch write); null when none was made.
     attempts: ctx.attempts !== undefined && ctx.attempts.length > 0 ? ctx.attempts : null,

@@ -15,23 +15,27 @@ function count(value: unknown): number {
 
 /**
  * Usage as metering can price it: integers in [0, MAX_USAGE_TOKENS], cache reads and writes within the
- * input, reasoning within the output. The same object when it already is (no allocation on the hot
+ * input (1-hour writes within the writes), reasoning within the output. The same object when it already is (no allocation on the hot
  * path), else a clamped copy.
  */
 export function clampUsage(usage: Usage): Usage {
   const inputTokens = count(usage.inputTokens);
   const cacheReadTokens = Math.min(count(usage.cacheReadTokens), inputTokens);
   const cacheWriteTokens = Math.min(count(usage.cacheWriteTokens), inputTokens - cacheReadTokens);
+  const cacheWrite1hTokens = Math.min(count(usage.cacheWrite1hTokens), cacheWriteTokens);
   const outputTokens = count(usage.outputTokens);
   const reasoningTokens = Math.min(count(usage.reasoningTokens), outputTokens);
   if (
     inputTokens === usage.inputTokens &&
     cacheReadTokens === usage.cacheReadTokens &&
     cacheWriteTokens === usage.cacheWriteTokens &&
+    cacheWrite1hTokens === (usage.cacheWrite1hTokens ?? 0) &&
     outputTokens === usage.outputTokens &&
     reasoningTokens === usage.reasoningTokens
   ) {
     return usage;
   }
-  return { inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens, reasoningTokens };
+  const clamped: Usage = { inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens, reasoningTokens };
+  if (cacheWrite1hTokens > 0) clamped.cacheWrite1hTokens = cacheWrite1hTokens;
+  return clamped;
 }

@@ -89,7 +89,10 @@ export interface Generation {
   promptTokens: number; // all input, cache included
   completionTokens: number; // reasoning included
   cachedTokens: number;
+  /** Every cache write, both lifetimes. */
   cacheWriteTokens: number;
+  /** The part of cacheWriteTokens written with a 1-hour lifetime. Absent is 0 (writers that predate the column). */
+  cacheWrite1hTokens?: number;
   reasoningTokens: number;
   /** Uncached input part of the cost; the spec's `input` is inputCost + cacheReadCost + cacheWriteCost. */
   inputCost: NanoUsd;
@@ -103,6 +106,11 @@ export interface Generation {
    * out). Metering always sets it; absent is 0 (writers that predate the column).
    */
   unbilledCost?: NanoUsd;
+  /**
+   * Signed, not charged: what caching saved against billing every cached and written token at the input price
+   * (metering's `CostBreakdown.cacheDiscount`). Absent is 0.
+   */
+  cacheDiscount?: NanoUsd;
   /** The usage was counted by the gateway (the upstream reported none), not reported. Absent is false. */
   usageEstimated?: boolean;
   /**

@@ -96,6 +96,12 @@ export function checkGeneration(g: Generation): void {
   if (g.unbilledCost !== undefined && (!Number.isSafeInteger(g.unbilledCost) || g.unbilledCost < 0)) {
     throw new RangeError(`generation ${g.id}: unbilledCost must be a non-negative integer (nano-USD)`);
   }
+  if (g.cacheDiscount !== undefined && !Number.isSafeInteger(g.cacheDiscount)) {
+    throw new RangeError(`generation ${g.id}: cacheDiscount must be an integer (nano-USD, signed)`);
+  }
+  if (g.cacheWrite1hTokens !== undefined && (!Number.isSafeInteger(g.cacheWrite1hTokens) || g.cacheWrite1hTokens < 0 || g.cacheWrite1hTokens > g.cacheWriteTokens)) {
+    throw new RangeError(`generation ${g.id}: cacheWrite1hTokens must be an integer from 0 to cacheWriteTokens`);
+  }
   if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
   if (g.attempts != null && !Array.isArray(g.attempts)) throw new TypeError(`generation ${g.id}: attempts must be an array or null`);
 }

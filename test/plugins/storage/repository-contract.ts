@@ -273,6 +273,39 @@ export function repositoryContract(harness: ContractHarness): void {
       await expectAttempts(await store.open());
     });
 
+    it("keeps the 1-hour cache writes and the signed cache discount, queued, stored, listed and after reopen", async () => {
+      const store = await fresh();
+      const repository = await store.open({ flushIntervalMs: 60_000 });
+      const { account, key } = await accountWithKey(repository);
+      const saved = makeGeneration(account.id, key.id, { promptTokens: 9_000, cachedTokens: 5_000, cacheWriteTokens: 1_000, cacheWrite1hTokens: 600, cacheDiscount: 8_150_000 });
+      const lost = makeGeneration(account.id, key.id, { promptTokens: 2_000, cachedTokens: 0, cacheWriteTokens: 2_000, cacheWrite1hTokens: 2_000, cacheDiscount: -4_000_000 });
+      const before = { ...makeGeneration(account.id, key.id) } as Partial<typeof saved>;
+      delete before.cacheWrite1hTokens; // a writer that predates the columns: stored as 0
+      delete before.cacheDiscount;
+      for (const g of [saved, lost, before as typeof saved]) repository.recordGeneration(g);
+      const expectKept = async (repo: Repository, flushed: boolean) => {
+        expect(await repo.findGeneration(account.id, saved.id)).toEqual(saved);
+        expect(await repo.findGeneration(account.id, lost.id)).toEqual(lost);
+        const listed = new Map((await repo.listGenerations(account.id, { limit: 10 })).map((g) => [g.id, [g.cacheWrite1hTokens ?? 0, g.cacheDiscount ?? 0]]));
+        expect(listed.get(saved.id)).toEqual([600, 8_150_000]);
+        expect(listed.get(lost.id)).toEqual([2_000, -4_000_000]);
+        expect(listed.get(before.id!)).toEqual([0, 0]);
+        if (flushed) expect(await repo.findGeneration(account.id, before.id!)).toMatchObject({ cacheWrite1hTokens: 0, cacheDiscount: 0 });
+      };
+      await expectKept(repository, false); // queued
+      await repository.flush();
+      await expectKept(repository, true); // stored
+      expect(await store.all("select cache_write_1h_tokens, cache_discount_nano from generations where id = ?", lost.id)).toEqual([
+        { cache_write_1h_tokens: 2_000, cache_discount_nano: -4_000_000 },
+      ]);
+      // The daily roll-up keeps the writes' total (both lifetimes), so /v1/usage sums stay exact.
+      const day = new Date(saved.createdAt).toISOString().slice(0, 10);
+      const [row] = await repository.usageByDay({ accountId: account.id, startDay: day, endDay: day });
+      expect(row!.cacheWriteTokens).toBe(1_000 + 2_000 + 1);
+      await repository.close();
+      await expectKept(await store.open(), true);
+    });
+
     it("meters a request id once, even when it is recorded twice", async () => {
       const store = await fresh();
       const repository = await store.open({ flushIntervalMs: 60_000 });
@@ -426,6 +459,8 @@ export function repositoryContract(harness: ContractHarness): void {
       expect(() => repository.recordGeneration(makeGeneration(account.id, key.id, { totalCost: 1.5 }))).toThrow(RangeError);
       expect(() => repository.recordGeneration(makeGeneration(account.id, key.id, { totalCost: -1 }))).toThrow(RangeError);
       expect(() => repository.recordGeneration(makeGeneration(account.id, key.id, { id: "" }))).toThrow(TypeError);
+      expect(() => repository.recordGeneration(makeGeneration(account.id, key.id, { cacheDiscount: 0.5 }))).toThrow(RangeError);
+      expect(() => repository.recordGeneration(makeGeneration(account.id, key.id, { cacheWrite1hTokens: 2 }))).toThrow(RangeError); // above cacheWriteTokens (1)
     });
 
     it("reserves against the balance and the key budget, refuses in decide, and releases", async () => {

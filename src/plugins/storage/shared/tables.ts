@@ -103,6 +103,8 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       latencyMs: k.int("latency_ms").notNull(),
       timeToFirstTokenMs: k.int("time_to_first_token_ms"),
       ...tokens(k.int),
+      /** The part of cache_write_tokens written with a 1-hour lifetime (billed at its own price); the rest is 5-minute. */
+      cacheWrite1hTokens: orElse(k.int("cache_write_1h_tokens").notNull(), 0),
       reasoningTokens: k.int("reasoning_tokens").notNull(),
       inputCost: k.money("input_cost_nano").notNull(),
       cacheReadCost: k.money("cache_read_cost_nano").notNull(),
@@ -111,6 +113,11 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       totalCost: k.money("total_cost_nano").notNull(),
       /** Priced but not charged: past the request's hold and what was still free (docs/billing.md). */
       unbilledCost: orElse(k.money("unbilled_cost_nano").notNull(), 0),
+      /**
+       * Signed, not a charge: what caching saved against billing every cached and written token at the input
+       * price (negative when the writes cost more than the reads saved; docs/billing.md).
+       */
+      cacheDiscount: orElse(k.money("cache_discount_nano").notNull(), 0),
       /** The usage was counted by the gateway: the upstream reported none. */
       usageEstimated: orElse(k.bool("usage_estimated").notNull(), false),
       /** JSON array of the request's upstream attempts (AttemptRecord: deployment, status, error_class, latency_ms); NULL: none. */

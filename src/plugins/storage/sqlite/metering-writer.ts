@@ -113,6 +113,7 @@ function compileInsertGeneration(db: SqliteDb, compile: Compile) {
         completionTokens: p("completionTokens"),
         cachedTokens: p("cachedTokens"),
         cacheWriteTokens: p("cacheWriteTokens"),
+        cacheWrite1hTokens: p("cacheWrite1hTokens"),
         reasoningTokens: p("reasoningTokens"),
         inputCost: p("inputCost"),
         cacheReadCost: p("cacheReadCost"),
@@ -120,6 +121,7 @@ function compileInsertGeneration(db: SqliteDb, compile: Compile) {
         outputCost: p("outputCost"),
         totalCost: p("totalCost"),
         unbilledCost: p("unbilledCost"),
+        cacheDiscount: p("cacheDiscount"),
         usageEstimated: p("usageEstimated"),
         attempts: p("attemptsText"),
       })
@@ -169,5 +171,12 @@ function compileUpsertUsage(db: SqliteDb, compile: Compile) {
  * the array its readers see), and the column defaults of fields a writer that predates them leaves out.
  */
 function insertValues(g: Generation): Generation & { attemptsText: string | null } {
-  return { ...g, unbilledCost: g.unbilledCost ?? 0, usageEstimated: g.usageEstimated ?? false, attemptsText: attemptsText(g.attempts) };
+  return {
+    ...g,
+    cacheWrite1hTokens: g.cacheWrite1hTokens ?? 0,
+    unbilledCost: g.unbilledCost ?? 0,
+    cacheDiscount: g.cacheDiscount ?? 0,
+    usageEstimated: g.usageEstimated ?? false,
+    attemptsText: attemptsText(g.attempts),
+  };
 }
