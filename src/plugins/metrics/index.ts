@@ -1,0 +1,83 @@
+import { timingSafeEqual } from "node:crypto";
+import { definePlugin, type PluginHost } from "../../core/plugin.ts";
+import { AuthenticationError, errorResponse } from "../../core/errors.ts";
+import { MoneyMetrics, type MoneyStore } from "./money-metrics.ts";
+import { MetricsRegistry } from "./registry.ts";
+import { modelLabel, RequestMetrics } from "./request-metrics.ts";
+import { RuntimeMetrics } from "./runtime-metrics.ts";
+import { metricsConfigSchema } from "./schema.ts";
+import { UpstreamMetrics, type BreakerSource } from "./upstream-metrics.ts";
+
+const sha256 = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest();
+
+/** Whether the Authorization header carries the token: both hashed first, so the comparison is constant-time whatever the lengths. */
+function bearerMatches(authorization: string | null, expected: Buffer): boolean {
+  const match = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+  return match !== null && timingSafeEqual(sha256(match[1]!), expected);
+}
+
+/** A plugin's `provides` once every plugin is set up (this one runs first, before the ones it reads). */
+function later<T>(host: PluginHost, name: string): () => T | undefined {
+  let resolved: T | undefined;
+  return () => {
+    if (resolved === undefined && host.has(name)) resolved = (host.service as unknown as (name: string) => T)(name);
+    return resolved;
+  };
+}
+
+/**
+ * GET /metrics in the Prometheus text format (prom-client): requests, latencies and tokens by ingress and model,
+ * the money (billed, unbilled, refused, the ledger's credits, the holds), upstream attempts and breakers, the
+ * process. One onRequestEnd hook per request and cached series; label values only from configuration (labels.ts).
+ * First in the pipeline: its onRequestEnd sees every request; what it reads of later plugins is looked up once they
+ * are all set up.
+ */
+export default definePlugin({
+  name: "metrics",
+  configSchema: metricsConfigSchema,
+  setup(config, host) {
+    host.secret(config.token);
+    const expected = config.token ? sha256(config.token) : null;
+    const registry = new MetricsRegistry();
+    let gateway: { readonly inFlight: number } | undefined;
+    const storage = later<MoneyStore & { onCommit(listener: (seconds: number, rows: number) => void): () => void }>(host, "storage");
+    const requests = new RequestMetrics(registry);
+    const money = new MoneyMetrics(registry, storage, host.log);
+    const upstreams = new UpstreamMetrics(registry, later<BreakerSource>(host, "upstream-health"));
+    const runtime = new RuntimeMetrics(registry, () => gateway?.inFlight);
+    let stopCommits: (() => void) | undefined;
+
+    return {
+      onRequestEnd(ctx, outcome) {
+        const model = modelLabel(ctx);
+        requests.record(ctx, outcome, model, performance.now());
+        money.record(ctx, outcome, model);
+        upstreams.record(ctx);
+      },
+
+      routes(app, running) {
+        // Every plugin is set up by now: the store and the deployments can be read.
+        gateway = running;
+        upstreams.configure(running.upstreams);
+        stopCommits ??= storage()?.onCommit(runtime.commitObserver);
+        app.get(
+          "/metrics",
+          async ({ request }) => {
+            if (expected && !bearerMatches(request.headers.get("authorization"), expected)) {
+              return errorResponse(new AuthenticationError("GET /metrics needs Authorization: Bearer <METRICS_TOKEN>"), { "www-authenticate": "Bearer" });
+            }
+            await money.refresh();
+            return new Response(await registry.exposition(), { headers: { "content-type": registry.contentType, "cache-control": "no-store" } });
+          },
+          // Prometheus' text format for scrapers, not an API of the document (docs/observability.md).
+          { detail: { hide: true } },
+        );
+      },
+
+      close() {
+        stopCommits?.();
+        runtime.close();
+      },
+    };
+  },
+});
