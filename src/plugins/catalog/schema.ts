@@ -87,6 +87,16 @@ export const CatalogEntrySchema = Type.Object(
      * retryably before any byte reached the client; their own fallbacks are not followed. Default: none.
      */
     fallbacks: Type.Optional(Type.Array(Type.String({ pattern: "^[^\\s/]+$" }), { uniqueItems: true })),
+    /**
+     * Automatic prompt-cache breakpoints on translated routes into a provider that takes them (anthropic; its own
+     * `auto_cache` switch too). Default: on; false turns them off for this model.
+     */
+    auto_cache: Type.Optional(Type.Boolean()),
+    /**
+     * The shortest prompt prefix (tokens) the provider caches for this model: automatic breakpoints go only past it.
+     * Default for Anthropic models: 2048 for Haiku ids, 1024 otherwise (formats/anthropic-messages/cache.ts).
+     */
+    cache_min_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
     /** Default: text, plus image when `capabilities.vision` (chat); text (image). */
     input_modalities: Type.Optional(Type.Array(Modality, { minItems: 1, uniqueItems: true })),
     /** Default: text (chat); image (image). */
