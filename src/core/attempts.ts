@@ -109,8 +109,9 @@ export function isProviderFailure(error: unknown): boolean {
 }
 
 /**
- * The deployments to try: those with a key, in the health keeper's order (sticky per key and model) when there are
- * several, else in priority order.
+ * The deployments to try: those with a key, in the health keeper's order (sticky per key and model, and per
+ * `prompt_cache_key` when the client sent one: a conversation stays where its cache is) when there are several, else in
+ * priority order.
  */
 function candidatesFor(host: AttemptHost, ctx: GatewayContext, providerName: string, provider: Provider, route: UpstreamRoute): readonly Deployment[] {
   const usable = provider.deployments.filter((deployment) => deployment.unavailableReason === undefined);
@@ -123,7 +124,7 @@ function candidatesFor(host: AttemptHost, ctx: GatewayContext, providerName: str
   // A provider's only deployment is always tried: with nowhere else to go, the upstream's own answer (its 429 and
   // Retry-After, its 503) tells the client more than a refusal of ours. Its health is still kept (started/finished).
   if (!host.health || usable.length === 1) return usable;
-  return host.health.order(providerName, usable, `${String(ctx.log.key_id ?? "")} ${ctx.request.model}`);
+  return host.health.order(providerName, usable, `${String(ctx.log.key_id ?? "")} ${ctx.request.model}${ctx.request.cacheKey ? ` ${ctx.request.cacheKey}` : ""}`);
 }
 
 /** One attempt: sent, classified before a byte of it reaches the client, recorded, told to the health keeper. */

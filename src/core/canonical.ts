@@ -56,6 +56,8 @@ export interface CanonicalRequest {
   clientWantsStreamUsage: boolean;
   /** Features the request uses, checked against the model's capabilities (400 when the model lacks one). */
   uses?: { tools?: boolean; images?: boolean; jsonOutput?: boolean; reasoning?: boolean };
+  /** OpenAI-format `prompt_cache_key` (Codex sends the thread id): keeps a conversation on one deployment. */
+  cacheKey?: string;
 }
 
 /** Normalized stream events (architecture.md "Streaming"). Tool calls are numbered 0.. in the order they start. */
@@ -72,13 +74,22 @@ export type StreamEvent =
   | { type: "message_end"; finishReason: FinishReason }
   | { type: "error"; message: string; status?: number; code?: string };
 
+/**
+ * A prompt-cache breakpoint (Anthropic's `cache_control`): the prefix up to and including the part that carries
+ * it is cached; absent ttl is 5 minutes (docs/wire-formats.md#prompt-caching).
+ */
+export interface CacheControl {
+  type: "ephemeral";
+  ttl?: "5m" | "1h";
+}
+
 /** Content of a message in canonical form. */
 export type CanonicalPart =
-  | { type: "text"; text: string }
-  | { type: "image"; source: { kind: "url"; url: string } | { kind: "base64"; mediaType: string; data: string } }
+  | { type: "text"; text: string; cacheControl?: CacheControl }
+  | { type: "image"; source: { kind: "url"; url: string } | { kind: "base64"; mediaType: string; data: string }; cacheControl?: CacheControl }
   /** `arguments` is JSON text ("{}" when empty). */
-  | { type: "tool_call"; id: string; name: string; arguments: string }
-  | { type: "tool_result"; toolCallId: string; content: (CanonicalTextPart | CanonicalImagePart)[]; isError?: boolean }
+  | { type: "tool_call"; id: string; name: string; arguments: string; cacheControl?: CacheControl }
+  | { type: "tool_result"; toolCallId: string; content: (CanonicalTextPart | CanonicalImagePart)[]; isError?: boolean; cacheControl?: CacheControl }
   /**
    * Reasoning / thinking. `signature` (Anthropic) or `encrypted` (OpenAI) are opaque and valid only for the
    * format and model named in `origin`: replayed there byte for byte, dropped anywhere else.
@@ -99,6 +110,7 @@ export interface CanonicalTool {
   /** JSON schema of the arguments (an object schema). */
   parameters: Record<string, unknown>;
   strict?: boolean;
+  cacheControl?: CacheControl;
 }
 
 export type CanonicalToolChoice = { type: "auto" } | { type: "none" } | { type: "required" } | { type: "tool"; name: string };
@@ -108,6 +120,11 @@ export interface CanonicalChatRequest {
   model: string;
   /** System / developer instructions, hoisted and joined in order. */
   system?: string;
+  /**
+   * The system prompt as the client's blocks, with their cache breakpoints: set only when one of them has a
+   * breakpoint (then `system` is their texts joined). An Anthropic encoder sends these as system blocks.
+   */
+  systemParts?: { text: string; cacheControl?: CacheControl }[];
   messages: CanonicalMessage[];
   tools?: CanonicalTool[];
   toolChoice?: CanonicalToolChoice;

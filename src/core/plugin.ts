@@ -26,6 +26,11 @@ export interface Provider {
   readonly deployments: readonly Deployment[];
   /** The upstream statuses after which the next deployment is tried, instead of the default set (core/attempts.ts). */
   readonly retryOn?: readonly number[];
+  /**
+   * Whether the upstream takes explicit prompt-cache breakpoints (`cache_control`, docs/wire-formats.md#prompt-caching):
+   * "breakpoints" keeps them, "none" (or absent) means its adjustBody strips them from relayed bodies.
+   */
+  readonly cacheControl?: "breakpoints" | "none";
   /** The provider's own last touches on the upstream body (output caps), before onUpstreamRequest hooks. */
   adjustBody?(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute): void;
   /** Answers the call itself instead of the transport (a simulated upstream). */

@@ -7,6 +7,8 @@ import { ANTHROPIC_MESSAGES } from "./signature.ts";
 
 /** For the Anthropic provider's adjustBody: keeps thinking.budget_tokens below max_tokens. */
 export { fitThinkingBudget } from "./translation/from-canonical.ts";
+/** For the Anthropic provider's adjustBody: automatic prompt-cache breakpoints on translated routes. */
+export { addAutomaticBreakpoints, minimumCacheableTokens } from "./cache.ts";
 
 /** Anthropic Messages, as a client speaks it (POST /v1/messages) and as an upstream speaks it natively. */
 export const anthropicMessages: StreamingWireFormat = {

@@ -5,6 +5,9 @@ import { decodeChatRequest } from "./request.ts";
 import { createChatStreamRelay, readChatUsage, relayChatRequestBody, relayChatResponse } from "./relay.ts";
 import { openaiChatTranslation } from "./translation/index.ts";
 
+/** For providers whose upstream takes no prompt-cache breakpoints: removes them from a relayed body. */
+export { stripCacheControl } from "./cache-control.ts";
+
 /** OpenAI Chat Completions, as a client speaks it and as an upstream speaks it. */
 export const openaiChat: StreamingWireFormat = {
   name: "openai-chat",

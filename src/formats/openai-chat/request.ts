@@ -53,7 +53,9 @@ const check = TypeCompiler.Compile(ChatCompletionRequest);
 export function decodeChatRequest(body: unknown): CanonicalRequest {
   if (!check.Check(body)) throw invalid(body);
   const request = body as ChatCompletionRequest;
+  const cacheKey = (request as Record<string, unknown>).prompt_cache_key;
   return {
+    ...(typeof cacheKey === "string" && cacheKey !== "" ? { cacheKey } : {}),
     model: request.model,
     stream: request.stream === true,
     maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? undefined,

@@ -80,7 +80,9 @@ export function decodeResponsesRequest(body: unknown): CanonicalRequest {
   const items = typeof request.input === "string" ? [] : (request.input as Record<string, unknown>[]);
   items.forEach(checkItem);
   const format = request.text?.format?.type;
+  const cacheKey = request.prompt_cache_key;
   return {
+    ...(typeof cacheKey === "string" && cacheKey !== "" ? { cacheKey } : {}),
     model: request.model,
     stream: request.stream === true,
     maxOutputTokens: request.max_output_tokens ?? undefined,

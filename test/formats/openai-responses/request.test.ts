@@ -40,6 +40,8 @@ describe("openai-responses decodeRequest", () => {
       clientWantsStreamUsage: true,
       // Codex sends a reasoning effort on every turn: a hint, never a capability requirement.
       uses: { tools: true, images: true, jsonOutput: false, reasoning: false },
+      // Codex's thread id: keeps the conversation on one deployment (where its prompt cache is).
+      cacheKey: "thread-1",
     });
   });
 

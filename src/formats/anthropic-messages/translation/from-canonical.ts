@@ -1,5 +1,6 @@
 import type { CanonicalChatRequest, CanonicalToolChoice } from "../../../core/canonical.ts";
-import { repairHistory, thinkingWouldBeRejected, toAnthropicMessages } from "./history.ts";
+import { cacheControlField, repairHistory, thinkingWouldBeRejected, toAnthropicMessages } from "./history.ts";
+import { enforceBreakpointRules } from "../cache.ts";
 
 /** max_tokens when the client set none; the provider replaces it with the model's maximum or the budget's cap. */
 export const DEFAULT_MAX_TOKENS = 8192;
@@ -25,8 +26,18 @@ export function canonicalToMessages(request: CanonicalChatRequest, upstreamModel
   const messages = repairHistory(toAnthropicMessages(request.messages, upstreamModel));
   const body: Record<string, unknown> = { model: upstreamModel, max_tokens: maxTokens, messages };
 
-  const system = [request.system, request.responseFormat?.type === "json_object" ? JSON_OBJECT_INSTRUCTION : undefined].filter(Boolean).join("\n\n");
-  if (system) body.system = system;
+  const jsonInstruction = request.responseFormat?.type === "json_object" ? JSON_OBJECT_INSTRUCTION : undefined;
+  if (request.systemParts?.some((part) => part.cacheControl)) {
+    // Blocks, so that each breakpoint stays where the client put it (docs/wire-formats.md#prompt-caching).
+    const blocks: Record<string, unknown>[] = request.systemParts
+      .filter((part) => part.text !== "")
+      .map((part) => (part.cacheControl ? { type: "text", text: part.text, cache_control: cacheControlField(part.cacheControl) } : { type: "text", text: part.text }));
+    if (jsonInstruction) blocks.push({ type: "text", text: jsonInstruction });
+    body.system = blocks;
+  } else {
+    const system = [request.system, jsonInstruction].filter(Boolean).join("\n\n");
+    if (system) body.system = system;
+  }
 
   if (budget !== undefined && !thinkingWouldBeRejected(messages)) body.thinking = { type: "enabled", budget_tokens: budget };
   fitThinkingBudget(body);
@@ -37,6 +48,7 @@ export function canonicalToMessages(request: CanonicalChatRequest, upstreamModel
       name: tool.name,
       ...(tool.description ? { description: tool.description } : {}),
       input_schema: tool.parameters && typeof tool.parameters === "object" ? tool.parameters : { type: "object", properties: {} },
+      ...(tool.cacheControl ? { cache_control: cacheControlField(tool.cacheControl) } : {}),
     }));
     const choice = toolChoice(request.toolChoice, request.parallelToolCalls, thinking);
     if (choice) body.tool_choice = choice;
@@ -51,6 +63,7 @@ export function canonicalToMessages(request: CanonicalChatRequest, upstreamModel
   if (request.responseFormat?.type === "json_schema") body.output_config = { format: { type: "json_schema", schema: request.responseFormat.schema } };
   if (request.user) body.metadata = { user_id: request.user };
   if (request.stream) body.stream = true;
+  enforceBreakpointRules(body);
   return body;
 }
 

@@ -1,4 +1,4 @@
-import type { CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
+import type { CacheControl, CanonicalImagePart, CanonicalMessage, CanonicalPart, CanonicalTextPart } from "../../../core/canonical.ts";
 import { toAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES } from "../signature.ts";
 import { objectOf } from "../../json.ts";
@@ -22,7 +22,9 @@ export function toAnthropicMessages(messages: CanonicalMessage[], upstreamModel:
     const content: Block[] = [];
     for (const part of message.content) {
       const block = toBlock(part, message.role, upstreamModel);
-      if (block) content.push(block);
+      if (!block) continue;
+      if (part.type !== "reasoning" && part.cacheControl) block.cache_control = cacheControlField(part.cacheControl);
+      content.push(block);
     }
     if (content.length === 0) continue;
     const last = out.at(-1);
@@ -50,6 +52,11 @@ function toBlock(part: CanonicalPart, role: "user" | "assistant", upstreamModel:
   }
 }
 
+/** A canonical breakpoint as Anthropic's `cache_control` (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching). */
+export function cacheControlField(cacheControl: CacheControl): Record<string, unknown> {
+  return cacheControl.ttl ? { type: "ephemeral", ttl: cacheControl.ttl } : { type: "ephemeral" };
+}
+
 function imageBlock(part: CanonicalImagePart): Block {
   const source = part.source;
   if (source.kind === "base64") return { type: "image", source: { type: "base64", media_type: source.mediaType, data: source.data } };
@@ -60,7 +67,11 @@ function imageBlock(part: CanonicalImagePart): Block {
 
 function toolResultBlock(id: string, content: (CanonicalTextPart | CanonicalImagePart)[], isError?: boolean): Block {
   const block: Block = { type: "tool_result", tool_use_id: toAnthropicToolId(id) };
-  const blocks = content.flatMap((part) => (part.type === "text" ? (part.text === "" ? [] : [{ type: "text", text: part.text }]) : [imageBlock(part)]));
+  const blocks = content.flatMap((part): Block[] => {
+    const block = part.type === "text" ? (part.text === "" ? undefined : { type: "text", text: part.text }) : imageBlock(part);
+    if (block && part.cacheControl) block.cache_control = cacheControlField(part.cacheControl);
+    return block ? [block] : [];
+  });
   if (blocks.length > 0) block.content = blocks;
   if (isError) block.is_error = true;
   return block;
@@ -116,7 +127,9 @@ function toolUseIds(message: AnthropicMessage): string[] {
 function orphanAsText(block: Block): Block {
   const content = block.content;
   const text = typeof content === "string" ? content : Array.isArray(content) ? content.map((inner: unknown) => (objectOf(inner).type === "text" ? objectOf(inner).text : "[image]")).join("\n") : "";
-  return { type: "text", text: `Result of tool call ${block.tool_use_id}${block.is_error ? " (error)" : ""}: ${text || "(empty)"}` };
+  const replaced: Block = { type: "text", text: `Result of tool call ${block.tool_use_id}${block.is_error ? " (error)" : ""}: ${text || "(empty)"}` };
+  if (block.cache_control !== undefined) replaced.cache_control = block.cache_control;
+  return replaced;
 }
 
 /**

@@ -12,19 +12,25 @@ import { fromAnthropicToolId } from "../ids.ts";
 import { ANTHROPIC_MESSAGES, unwrapForeignSignature } from "../signature.ts";
 import type { MessagesRequest } from "../request.ts";
 import { arrayOf, isJsonObject, objectOf, stringOf, type JsonObject } from "../../json.ts";
+import { readCacheControl } from "../../cache-control.ts";
+
+type SystemPart = NonNullable<CanonicalChatRequest["systemParts"]>[number];
 
 /** A Messages client's body (already validated by decodeRequest) in canonical form, for a non-Anthropic upstream. */
 export function messagesToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
   const request = body as MessagesRequest;
   const messages: CanonicalMessage[] = [];
-  const systemParts: string[] = [];
+  const systemTexts: string[] = [];
+  const systemBlocks: SystemPart[] = [];
   const topSystem = systemText(request.system);
-  if (topSystem) systemParts.push(topSystem);
+  if (topSystem) systemTexts.push(topSystem);
+  systemBlocks.push(...systemPieces(request.system, "system"));
   request.messages.forEach(({ role, content }, index) => {
     if (role === "system") {
       // A mid-conversation system message: hoisted after the system prompt, in order, as for Chat.
       const text = systemText(content);
-      if (text) systemParts.push(text);
+      if (text) systemTexts.push(text);
+      systemBlocks.push(...systemPieces(content, `messages.${index}.content`));
     } else messages.push(toMessage(role, content, index, request.model));
   });
   const canonical: CanonicalChatRequest = {
@@ -33,7 +39,8 @@ export function messagesToCanonical(body: Record<string, unknown>): CanonicalCha
     maxOutputTokens: request.max_tokens,
     stream: request.stream === true,
   };
-  if (systemParts.length > 0) canonical.system = systemParts.join("\n\n");
+  if (systemTexts.length > 0) canonical.system = systemTexts.join("\n\n");
+  if (systemBlocks.some((part) => part.cacheControl)) canonical.systemParts = systemBlocks;
   if (request.tools?.length) canonical.tools = request.tools.map(toTool);
   const choice: JsonObject | undefined = request.tool_choice;
   if (choice) {
@@ -69,6 +76,19 @@ function systemText(system: MessagesRequest["system"] | MessageContent): string 
   return text || undefined;
 }
 
+/** System text blocks with their breakpoints (docs/wire-formats.md#prompt-caching); empty ones dropped. */
+function systemPieces(system: MessagesRequest["system"] | MessageContent, where: string): SystemPart[] {
+  if (system === undefined || typeof system === "string") return system ? [{ text: system }] : [];
+  const blocks: readonly JsonObject[] = system;
+  const pieces: SystemPart[] = [];
+  blocks.forEach((block, index) => {
+    const cacheControl = readCacheControl(block.cache_control, `${where}.${index}.cache_control`, "messages");
+    const text = stringOf(block.text) ?? "";
+    if (text !== "") pieces.push(cacheControl ? { text, cacheControl } : { text });
+  });
+  return pieces;
+}
+
 function toMessage(role: "user" | "assistant", content: MessageContent, index: number, model: string): CanonicalMessage {
   if (typeof content === "string") return { role, content: content === "" ? [] : [{ type: "text", text: content }] };
   const parts: CanonicalPart[] = [];
@@ -79,8 +99,15 @@ function toMessage(role: "user" | "assistant", content: MessageContent, index: n
   return { role, content: parts };
 }
 
-/** One content block; null for blocks with no canonical form that the model can do without. */
+/** One content block with its breakpoint; null for blocks with no canonical form that the model can do without. */
 function toPart(block: JsonObject, param: string, model: string): CanonicalPart | null {
+  const part = toBarePart(block, param, model);
+  const cacheControl = readCacheControl(block.cache_control, `${param}.cache_control`, "messages");
+  if (part && cacheControl && part.type !== "reasoning") part.cacheControl = cacheControl;
+  return part;
+}
+
+function toBarePart(block: JsonObject, param: string, model: string): CanonicalPart | null {
   switch (block.type) {
     case "text":
       return typeof block.text === "string" && block.text !== "" ? { type: "text", text: block.text } : null;
@@ -149,9 +176,12 @@ function toolResultContent(content: unknown, param: string): (CanonicalTextPart 
   const parts: (CanonicalTextPart | CanonicalImagePart)[] = [];
   content.forEach((item: unknown, index) => {
     const block = objectOf(item);
-    if (block.type === "text" && typeof block.text === "string" && block.text !== "") parts.push({ type: "text", text: block.text });
-    else if (block.type === "image") parts.push(toImage(block, `${param}.content.${index}`));
-    else if (block.type === "document") parts.push(toDocument(block, `${param}.content.${index}`));
+    const at = `${param}.content.${index}`;
+    const cacheControl = readCacheControl(block.cache_control, `${at}.cache_control`, "messages");
+    const marked = <T extends CanonicalTextPart | CanonicalImagePart>(part: T): T => (cacheControl ? { ...part, cacheControl } : part);
+    if (block.type === "text" && typeof block.text === "string" && block.text !== "") parts.push(marked({ type: "text", text: block.text }));
+    else if (block.type === "image") parts.push(marked(toImage(block, at)));
+    else if (block.type === "document") parts.push(marked(toDocument(block, at)));
     else if (block.type === "search_result" && Array.isArray(block.content)) {
       const text = arrayOf(block.content).map((inner) => stringOf(objectOf(inner).text) ?? "").join("\n");
       if (text) parts.push({ type: "text", text });
@@ -168,6 +198,8 @@ function toTool(tool: NonNullable<MessagesRequest["tools"]>[number] & JsonObject
   const canonical: CanonicalTool = { name: tool.name, parameters };
   if (typeof tool.description === "string") canonical.description = tool.description;
   if (tool.strict === true) canonical.strict = true;
+  const cacheControl = readCacheControl(tool.cache_control, `tools.${index}.cache_control`, "messages");
+  if (cacheControl) canonical.cacheControl = cacheControl;
   return canonical;
 }
 

@@ -10,7 +10,8 @@ import type {
 } from "../../../core/canonical.ts";
 import { argumentsText } from "./tool-calls.ts";
 import { customToolParameters, wrapCustomInput } from "./custom-tools.ts";
-import { chatMessageText, parseImageUrl } from "./content.ts";
+import { chatMessagePieces, lastCacheControl, parseImageUrl } from "./content.ts";
+import { readCacheControl } from "../../cache-control.ts";
 import type { ChatCompletionRequest } from "../request.ts";
 import { isJsonObject, objectOf, stringOf, type JsonObject } from "../../json.ts";
 
@@ -24,9 +25,10 @@ type ChatBody = ChatCompletionRequest & JsonObject;
 export function chatToCanonical(body: Record<string, unknown>): CanonicalChatRequest {
   const request = body as ChatBody;
   const model = String(request.model ?? "");
-  const { system, messages } = readMessages(request.messages, model);
+  const { system, systemParts, messages } = readMessages(request.messages, model);
   const canonical: CanonicalChatRequest = { model, messages, stream: request.stream === true };
   if (system.length > 0) canonical.system = system.join("\n\n");
+  if (systemParts.some((part) => part.cacheControl)) canonical.systemParts = systemParts;
   const tools = readTools(request.tools);
   if (tools) canonical.tools = tools;
   const toolChoice = readToolChoice(request.tool_choice);
@@ -45,10 +47,14 @@ export function chatToCanonical(body: Record<string, unknown>): CanonicalChatReq
   return canonical;
 }
 
-/** Hoists system/developer text (in order) and folds tool messages into user turns of tool results. */
-function readMessages(list: unknown, model: string): { system: string[]; messages: CanonicalMessage[] } {
+/**
+ * Hoists system/developer text (in order; `systemParts` keeps each text part with its breakpoint) and folds tool
+ * messages into user turns of tool results.
+ */
+function readMessages(list: unknown, model: string): { system: string[]; systemParts: NonNullable<CanonicalChatRequest["systemParts"]>; messages: CanonicalMessage[] } {
   if (!Array.isArray(list)) throw new InvalidRequestError("invalid request: 'messages' must be an array", { param: "messages" });
   const system: string[] = [];
+  const systemParts: NonNullable<CanonicalChatRequest["systemParts"]> = [];
   const messages: CanonicalMessage[] = [];
   const legacy = { lastCallId: "", count: 0 };
   /** The user turn that holds tool results, while tool messages (and the user text after them) keep coming. */
@@ -59,8 +65,10 @@ function readMessages(list: unknown, model: string): { system: string[]; message
     switch (message.role) {
       case "system":
       case "developer": {
-        const text = chatMessageText(message.content, `${where}.content`);
+        const pieces = chatMessagePieces(message, where);
+        const text = pieces.map((piece) => piece.text).join("");
         if (text !== "") system.push(text);
+        systemParts.push(...pieces.filter((piece) => piece.text !== ""));
         return;
       }
       case "tool":
@@ -72,6 +80,9 @@ function readMessages(list: unknown, model: string): { system: string[]; message
       }
       case "user": {
         const content = readUserContent(message.content, `${where}.content`);
+        const onMessage = readCacheControl(message.cache_control, `${where}.cache_control`, "chat");
+        const last = content.at(-1);
+        if (onMessage && last) last.cacheControl = onMessage;
         if (toolTurn) toolTurn.content.push(...content);
         else if (content.length > 0) messages.push({ role: "user", content });
         return;
@@ -88,7 +99,7 @@ function readMessages(list: unknown, model: string): { system: string[]; message
         });
     }
   });
-  return { system, messages };
+  return { system, systemParts, messages };
 }
 
 function readUserContent(content: unknown, where: string): (CanonicalTextPart | CanonicalImagePart)[] {
@@ -99,11 +110,12 @@ function readUserContent(content: unknown, where: string): (CanonicalTextPart | 
   content.forEach((item: unknown, index) => {
     const at = `${where}.${index}`;
     const part = objectOf(item);
+    const cacheControl = readCacheControl(part.cache_control, `${at}.cache_control`, "chat");
     if (part.type === "text") {
-      if (typeof part.text === "string" && part.text !== "") parts.push({ type: "text", text: part.text });
+      if (typeof part.text === "string" && part.text !== "") parts.push({ type: "text", text: part.text, ...(cacheControl ? { cacheControl } : {}) });
     } else if (part.type === "image_url") {
       const url = typeof part.image_url === "string" ? part.image_url : objectOf(part.image_url).url;
-      parts.push({ type: "image", source: parseImageUrl(url, `${at}.image_url.url`) });
+      parts.push({ type: "image", source: parseImageUrl(url, `${at}.image_url.url`), ...(cacheControl ? { cacheControl } : {}) });
     } else {
       throw new InvalidRequestError(
         `invalid request: '${at}.type' ${JSON.stringify(part.type)} cannot be translated for this model's upstream (text and image_url parts can)`,
@@ -120,7 +132,8 @@ function readAssistant(message: JsonObject, where: string, model: string, legacy
   if (typeof reasoning === "string" && reasoning !== "") {
     parts.push({ type: "reasoning", text: reasoning, origin: { format: "openai-chat", model } });
   }
-  const text = chatMessageText(message.content, `${where}.content`);
+  const pieces = chatMessagePieces(message, where);
+  const text = pieces.map((piece) => piece.text).join("");
   if (text !== "") parts.push({ type: "text", text });
   if (Array.isArray(message.tool_calls)) {
     message.tool_calls.forEach((call: unknown, index: number) => parts.push(readToolCall(objectOf(call), `${where}.tool_calls.${index}`)));
@@ -130,6 +143,11 @@ function readAssistant(message: JsonObject, where: string, model: string, legacy
     const call = objectOf(message.function_call);
     parts.push({ type: "tool_call", id: legacy.lastCallId, name: String(call.name ?? ""), arguments: argumentsText(call.arguments) });
   }
+  // A breakpoint anywhere in the message's text (or on the message) marks the end of the whole message: its text is
+  // joined into one part, and the tool calls after it belong to the same turn (docs/wire-formats.md#prompt-caching).
+  const cacheControl = lastCacheControl(pieces);
+  const last = parts.at(-1);
+  if (cacheControl && last && last.type !== "reasoning") last.cacheControl = cacheControl;
   return parts;
 }
 
@@ -150,8 +168,10 @@ function readToolResult(message: JsonObject, where: string, legacy: { lastCallId
   if (typeof toolCallId !== "string" || toolCallId === "") {
     throw new InvalidRequestError(`invalid request: '${where}.tool_call_id' is required on tool messages`, { param: `${where}.tool_call_id` });
   }
-  const text = chatMessageText(message.content, `${where}.content`);
-  return { type: "tool_result", toolCallId, content: text === "" ? [] : [{ type: "text", text }] };
+  const pieces = chatMessagePieces(message, where);
+  const text = pieces.map((piece) => piece.text).join("");
+  const cacheControl = lastCacheControl(pieces);
+  return { type: "tool_result", toolCallId, content: text === "" ? [] : [{ type: "text", text }], ...(cacheControl ? { cacheControl } : {}) };
 }
 
 function readTools(tools: unknown): CanonicalTool[] | undefined {
@@ -160,11 +180,17 @@ function readTools(tools: unknown): CanonicalTool[] | undefined {
     const tool = objectOf(item);
     if (tool.type === "function") {
       const fn = objectOf(tool.function);
-      return withOptional({ name: String(fn.name ?? ""), parameters: isJsonObject(fn.parameters) ? fn.parameters : { type: "object", properties: {} } }, fn);
+      // OpenRouter puts the breakpoint on the tool, others on its function.
+      const cacheControl =
+        readCacheControl(tool.cache_control, `tools.${index}.cache_control`, "chat") ??
+        readCacheControl(fn.cache_control, `tools.${index}.function.cache_control`, "chat");
+      const parameters = isJsonObject(fn.parameters) ? fn.parameters : { type: "object", properties: {} };
+      return withOptional({ name: String(fn.name ?? ""), parameters, ...(cacheControl ? { cacheControl } : {}) }, fn);
     }
     if (tool.type === "custom") {
       const custom = objectOf(tool.custom);
-      return withOptional({ name: String(custom.name ?? ""), parameters: customToolParameters() }, { description: custom.description });
+      const cacheControl = readCacheControl(tool.cache_control, `tools.${index}.cache_control`, "chat");
+      return withOptional({ name: String(custom.name ?? ""), parameters: customToolParameters(), ...(cacheControl ? { cacheControl } : {}) }, { description: custom.description });
     }
     throw new InvalidRequestError(`invalid request: 'tools.${index}.type' ${JSON.stringify(tool.type)} is not supported (function and custom are)`, {
       param: `tools.${index}.type`,

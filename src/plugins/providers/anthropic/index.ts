@@ -15,6 +15,7 @@ export default definePlugin({
       retryOn: config.retry_on,
       version: config.anthropic_version,
       passBetas: config.pass_betas,
+      autoCache: config.auto_cache,
     });
     return { providers: { anthropic: provider } };
   },

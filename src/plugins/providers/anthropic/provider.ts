@@ -5,7 +5,7 @@ import type { Deployment } from "../../../core/deployments.ts";
 import { missingKeyError } from "../key.ts";
 import { deploymentBase, deploymentFields, type DeploymentSpec } from "../deployments.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
-import { anthropicMessages, fitThinkingBudget } from "../../../formats/anthropic-messages/index.ts";
+import { addAutomaticBreakpoints, anthropicMessages, fitThinkingBudget, minimumCacheableTokens } from "../../../formats/anthropic-messages/index.ts";
 
 export interface AnthropicUpstream {
   name: string;
@@ -15,6 +15,8 @@ export interface AnthropicUpstream {
   retryOn?: readonly number[];
   version: string;
   passBetas: "all" | readonly string[];
+  /** Automatic prompt-cache breakpoints on translated routes (config `auto_cache`, default on). */
+  autoCache?: boolean;
 }
 
 /** Distinct anthropic-beta sets whose headers are kept (more: the cache starts over). */
@@ -27,7 +29,13 @@ export function createAnthropicProvider(upstream: AnthropicUpstream): Provider {
   return {
     codecs: [anthropicMessages],
     ...deploymentFields(deployments, upstream.retryOn),
+    cacheControl: "breakpoints",
     adjustBody(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute) {
+      // Agents on chat / Responses cannot place breakpoints: the gateway does, unless the client placed its own
+      // (docs/wire-formats.md#prompt-caching). A relayed Messages client (Claude Code) places its own.
+      if (!route.relayed && upstream.autoCache !== false && ctx.model?.auto_cache !== false) {
+        addAutomaticBreakpoints(body, ctx.model?.cache_min_tokens ?? minimumCacheableTokens(String(body.model)));
+      }
       // A translated client that set no cap gets what its funds allow (budget) or the model's maximum.
       if (!route.relayed && ctx.request.maxOutputTokens === undefined) {
         const cap = ctx.upstreamOutputCap ?? ctx.model?.max_output_tokens;

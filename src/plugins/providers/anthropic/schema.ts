@@ -11,5 +11,12 @@ export const AnthropicUpstreamSchema = Type.Object({
    * Only relayed (Messages-client) requests carry them: a translated body uses no beta feature.
    */
   pass_betas: Type.Union([Type.Literal("all"), Type.Array(Type.String({ minLength: 1 }))], { default: "all" }),
+  /**
+   * Automatic prompt caching on translated routes (chat and Responses clients): when the client set no breakpoint,
+   * one at the end of the tools + system prefix and one on the last user turn, past the model's minimum cacheable
+   * length. Relayed Messages clients (Claude Code) place their own and are never touched. A catalog model's
+   * `auto_cache: false` turns it off for that model.
+   */
+  auto_cache: Type.Optional(Type.Boolean({ default: true })),
 });
 export type AnthropicUpstreamConfig = Static<typeof AnthropicUpstreamSchema>;

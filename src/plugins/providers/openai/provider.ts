@@ -5,7 +5,7 @@ import type { Deployment } from "../../../core/deployments.ts";
 import { missingKeyError } from "../key.ts";
 import { deploymentBase, deploymentFields, type DeploymentSpec } from "../deployments.ts";
 import { jsonHeaders } from "../../../transport/index.ts";
-import { openaiChat } from "../../../formats/openai-chat/index.ts";
+import { openaiChat, stripCacheControl } from "../../../formats/openai-chat/index.ts";
 import { openaiResponses } from "../../../formats/openai-responses/index.ts";
 import { openaiImages } from "../../../formats/openai-images/index.ts";
 
@@ -22,6 +22,11 @@ export interface OpenAIWireUpstream {
   responses?: boolean;
   /** Also serves image generation at `{base_url}/images/generations` (OpenAI Images format, base64 answers). */
   images?: boolean;
+  /**
+   * Whether it takes prompt-cache breakpoints (`cache_control` on chat content blocks, as Qwen does); default "none":
+   * relayed chat bodies lose them (OpenAI answers 400 to unknown part fields).
+   */
+  cacheControl?: "breakpoints" | "none";
 }
 
 /** Sets an output cap field to `cap` unless it already holds a number at or below it. */
@@ -33,11 +38,15 @@ export function capOutput(body: Record<string, unknown>, field: string, cap: num
 /** A provider for any upstream that speaks OpenAI chat completions. */
 export function createOpenAIWireProvider(upstream: OpenAIWireUpstream): Provider {
   const deployments = upstream.deployments.map((spec) => openaiDeployment(upstream.name, spec));
+  const cacheControl = upstream.cacheControl ?? "none";
   return {
     codecs: [openaiChat, ...(upstream.responses ? [openaiResponses] : []), ...(upstream.images ? [openaiImages] : [])],
     ...deploymentFields(deployments, upstream.retryOn),
+    cacheControl,
     adjustBody(body: Record<string, unknown>, ctx: GatewayContext, route: UpstreamRoute) {
       if (route.codec === openaiImages) return; // priced by size and quality: no output cap field
+      // Translated bodies never carry breakpoints (chatFromCanonical writes none); a relayed one keeps the client's.
+      if (route.relayed && route.codec === openaiChat && cacheControl === "none") stripCacheControl(body);
       // The cap the budget's hold assumed always goes upstream: an honest upstream never bills past the hold.
       const cap = ctx.upstreamOutputCap;
       if (cap === undefined) return;
