@@ -235,6 +235,27 @@ describe("attempts", () => {
     expect(refused.ctx.attempts).toEqual([]);
   });
 
+  it("keeps a conversation's prompt_cache_key in the sticky key the health keeper orders by (one conversation, one deployment)", async () => {
+    const keys: string[] = [];
+    const health: DeploymentHealth = {
+      order: (_provider, deployments, stickyKey) => {
+        keys.push(stickyKey);
+        return deployments;
+      },
+      started: () => {},
+      finished: () => {},
+      nextAvailableAt: () => undefined,
+    };
+    const { provider } = fakeProvider({ a: [], b: [] });
+    await attempt(host({ health }), provider);
+    const withKey = context();
+    withKey.request.cacheKey = "thread-42";
+    await attempt(host({ health }), provider, withKey);
+    expect(keys[0]).toBe("key-1 m");
+    expect(keys[1]).toContain("thread-42");
+    expect(keys[1]).not.toBe(keys[0]);
+  });
+
   it("always tries a provider's only deployment, whatever the health keeper would say", async () => {
     const health: DeploymentHealth = { order: () => [], started: () => {}, finished: () => {}, nextAvailableAt: () => undefined };
     const { provider, sent } = fakeProvider({ only: [{ status: 429, headers: { "retry-after": "5" } }] });
