@@ -71,9 +71,21 @@ const Generation = component(
       total_tokens: Count,
       cached_tokens: Count,
       cache_write_tokens: Count,
+      cache_write_tokens_details: Type.Object(
+        {
+          ephemeral_5m: Count,
+          ephemeral_1h: Count,
+        },
+        { description: "cache_write_tokens by cache lifetime (5 minutes, 1 hour), each billed at its own price; they sum to cache_write_tokens" },
+      ),
       reasoning_tokens: Count,
     }),
     total_cost: Usd,
+    cache_discount: Type.Number({
+      description:
+        "USD, signed, not charged: what prompt caching saved against billing every cached and written token at the input price " +
+        "(cache reads' saving minus cache writes' premium; negative when the writes cost more than the reads saved; docs/billing.md)",
+    }),
     unbilled_cost: Type.Number({ description: "USD priced but not charged: the hold and the free funds ran out (docs/billing.md)" }),
     usage_estimated: Type.Boolean({ description: "The upstream reported no usable usage; the gateway counted it" }),
     deployment: Nullable(Type.String({ description: "The deployment that answered (the one billed); null when none did" })),

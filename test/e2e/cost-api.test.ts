@@ -159,12 +159,16 @@ function expectGenerationRecord(answer: ApiAnswer, expected: { id: string; gatew
     total_tokens: u.prompt_tokens + u.completion_tokens,
     cached_tokens: u.prompt_tokens_details?.cached_tokens ?? 0,
     cache_write_tokens: u.prompt_tokens_details?.cache_write_tokens ?? 0,
+    // An OpenAI-format upstream reports no lifetimes: every write is a 5-minute one.
+    cache_write_tokens_details: { ephemeral_5m: u.prompt_tokens_details?.cache_write_tokens ?? 0, ephemeral_1h: 0 },
     reasoning_tokens: u.completion_tokens_details?.reasoning_tokens ?? 0,
   });
-  for (const value of Object.values(data.usage)) expect(Number.isInteger(value)).toBe(true);
+  const { cache_write_tokens_details: lifetimes, ...counts } = data.usage;
+  for (const value of [...Object.values(counts), ...Object.values(lifetimes)]) expect(Number.isInteger(value)).toBe(true);
   expect(Object.keys(data.cost_breakdown).sort()).toEqual(["cache_read", "cache_write", "input", "output"]);
   const c = expected.cost;
   const breakdown = exact.cost_breakdown;
+  expect(nanoOf(exact.cache_discount)).toBe(c.cacheDiscount);
   expect(nanoOf(breakdown.input)).toBe(c.inputCost + c.cacheReadCost + c.cacheWriteCost);
   expect(nanoOf(breakdown.cache_read)).toBe(c.cacheReadCost);
   expect(nanoOf(breakdown.cache_write)).toBe(c.cacheWriteCost);

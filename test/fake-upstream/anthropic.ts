@@ -26,7 +26,12 @@ export interface AnthropicFakeDirective {
   redacted_thinking?: string;
   /** tool_use blocks; `arguments` an object (default {}) or a raw JSON string; `id` overrides the toolu_ id. */
   tool_calls?: { name: string; arguments?: unknown; id?: string }[];
-  /** Exact usage (input_tokens EXCLUDES cache reads and writes, as Anthropic reports it). */
+  /**
+   * Exact usage (input_tokens EXCLUDES cache reads and writes, as Anthropic reports it). `cache_creation` (the writes
+   * by lifetime) is reported only when given; `cache_creation_input_tokens` then defaults to its sum. In a stream it
+   * is in message_start (message_delta repeats the totals without it), or only in message_delta with
+   * usage_in_delta_only.
+   */
   usage?: Partial<AnthropicUsage>;
   /**
    * Stream: message_start reports no cache tokens; they (and input_tokens) arrive only in message_delta, as from some
@@ -56,6 +61,8 @@ export interface AnthropicUsage {
   output_tokens: number;
   cache_creation_input_tokens: number;
   cache_read_input_tokens: number;
+  /** The writes by cache lifetime (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching). */
+  cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
 }
 
 const ERROR_TYPES: Record<number, string> = {
@@ -130,12 +137,15 @@ export function computeAnthropicUsage(body: any, directive?: AnthropicFakeDirect
   let output = countWords(reply.text ?? "") + countWords(reply.thinking ?? "") + 1;
   for (const call of reply.toolCalls) output += Math.ceil((call.name.length + call.arguments.length) / 4);
   const given = directive?.usage ?? {};
-  return {
+  const split = given.cache_creation;
+  const usage: AnthropicUsage = {
     input_tokens: given.input_tokens ?? countAnthropicInputTokens(body),
     output_tokens: given.output_tokens ?? output,
-    cache_creation_input_tokens: given.cache_creation_input_tokens ?? 0,
+    cache_creation_input_tokens: given.cache_creation_input_tokens ?? (split ? (split.ephemeral_5m_input_tokens ?? 0) + (split.ephemeral_1h_input_tokens ?? 0) : 0),
     cache_read_input_tokens: given.cache_read_input_tokens ?? 0,
   };
+  if (split) usage.cache_creation = { ephemeral_5m_input_tokens: split.ephemeral_5m_input_tokens ?? 0, ephemeral_1h_input_tokens: split.ephemeral_1h_input_tokens ?? 0 };
+  return usage;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,9 +338,10 @@ const event = (name: string, data: Json) => `event: ${name}\ndata: ${JSON.string
 export function buildAnthropicStreamEvents(body: any, directive: AnthropicFakeDirective | null): string[] {
   const message = buildAnthropicMessage(body, directive);
   const usage = message.usage as AnthropicUsage;
+  const split = usage.cache_creation ? { cache_creation: usage.cache_creation } : {};
   const startUsage = directive?.usage_in_delta_only
     ? { input_tokens: usage.input_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 }
-    : { input_tokens: usage.input_tokens, cache_creation_input_tokens: usage.cache_creation_input_tokens, cache_read_input_tokens: usage.cache_read_input_tokens, output_tokens: 1 };
+    : { input_tokens: usage.input_tokens, cache_creation_input_tokens: usage.cache_creation_input_tokens, cache_read_input_tokens: usage.cache_read_input_tokens, ...split, output_tokens: 1 };
   const events = [event("message_start", { type: "message_start", message: { ...message, content: [], stop_reason: null, usage: startUsage } })];
   (message.content as Json[]).forEach((block, index) => {
     const delta = (payload: Json) => events.push(event("content_block_delta", { type: "content_block_delta", index, delta: payload }));
@@ -352,7 +363,7 @@ export function buildAnthropicStreamEvents(body: any, directive: AnthropicFakeDi
     events.push(event("content_block_stop", { type: "content_block_stop", index }));
   });
   const { input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens } = usage;
-  const finalUsage = { input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens };
+  const finalUsage = { input_tokens, cache_creation_input_tokens, cache_read_input_tokens, ...(directive?.usage_in_delta_only ? split : {}), output_tokens };
   events.push(event("message_delta", { type: "message_delta", delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: finalUsage }));
   events.push(event("message_stop", { type: "message_stop" }));
   return events;

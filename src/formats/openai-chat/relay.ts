@@ -10,7 +10,7 @@ import { cacheWrites } from "../anthropic-messages/usage.ts";
 interface ChatUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
-  /** `cache_creation`: the writes by lifetime, in Anthropic's names (what this gateway emits; docs/wire-formats.md#usage). */
+  /** `cache_creation`: the writes by lifetime, in Anthropic's names (what this gateway emits; docs/api.md). */
   prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number; cache_creation?: unknown } | null;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
   /** DeepSeek's names for cache hits. */

@@ -22,9 +22,16 @@ export function generationView(g: Generation, callerKeyId: string) {
       total_tokens: g.promptTokens + g.completionTokens,
       cached_tokens: g.cachedTokens,
       cache_write_tokens: g.cacheWriteTokens,
+      /** The writes by cache lifetime, each billed at its own price (they sum to cache_write_tokens). */
+      cache_write_tokens_details: {
+        ephemeral_5m: g.cacheWriteTokens - (g.cacheWrite1hTokens ?? 0),
+        ephemeral_1h: g.cacheWrite1hTokens ?? 0,
+      },
       reasoning_tokens: g.reasoningTokens,
     },
     total_cost: nanoToUsd(g.totalCost),
+    /** Not a charge, signed: what caching saved against billing every cached and written token as input (docs/billing.md). */
+    cache_discount: nanoToUsd(g.cacheDiscount ?? 0),
     /** Priced but not charged: the hold and the funds still free ran out (docs/billing.md). */
     unbilled_cost: nanoToUsd(g.unbilledCost ?? 0),
     /** The usage was counted by the gateway: the upstream reported none. */

@@ -121,6 +121,12 @@ function keyName(keys: ReadonlyMap<string, ApiKey>, keyId: string): string {
   return key.deletedAt === null ? key.name : `${key.name} (deleted)`;
 }
 
+/** The cache writes, split by lifetime when any was a 1-hour write (each is billed at its own price). */
+function cacheWrites(g: Generation): string {
+  const hour = g.cacheWrite1hTokens ?? 0;
+  return hour === 0 ? String(g.cacheWriteTokens) : `${g.cacheWriteTokens} (5 min: ${g.cacheWriteTokens - hour}, 1 h: ${hour})`;
+}
+
 function statusText(g: Generation): string {
   return g.errorCode ? `${g.status} · ${g.errorCode}` : g.status;
 }
@@ -286,7 +292,7 @@ function Detail(props: { g: Generation; keyName: string }): JSX.Element {
             ["Prompt tokens", String(g.promptTokens)],
             ["Completion tokens", String(g.completionTokens)],
             ["Cached tokens", String(g.cachedTokens)],
-            ["Cache write tokens", String(g.cacheWriteTokens)],
+            ["Cache write tokens", cacheWrites(g)],
             ["Reasoning tokens", String(g.reasoningTokens)],
             ["Usage", g.usageEstimated ? "estimated by the gateway" : "reported by the upstream"],
           ]}
@@ -299,6 +305,7 @@ function Detail(props: { g: Generation; keyName: string }): JSX.Element {
             ["Output cost", formatUsd(g.outputCost)],
             ["Total cost", formatUsd(g.totalCost)],
             ["Unbilled", formatUsd(g.unbilledCost ?? 0)],
+            ["Cache discount", formatUsd(g.cacheDiscount ?? 0)],
           ]}
         />
       </div>
