@@ -117,6 +117,8 @@ const TokenPricing = {
   completion: Type.String(),
   input_cache_read: Type.String(),
   input_cache_write: Type.String(),
+  /** A cache write with a 1-hour lifetime; only where the model has its own price for it. */
+  input_cache_write_1h: Type.Optional(Type.String()),
 };
 
 /** One element of `GET /v1/models` `data` (OpenAI list shape plus OpenRouter-style details). */
@@ -127,8 +129,6 @@ export const ModelListingSchema = Type.Object({
   created: Type.Integer(),
   owned_by: Type.String(),
   name: Type.String(),
-  /** A cache write with a 1-hour lifetime; only where the model has its own price for it. */
-  input_cache_write_1h: Type.Optional(Type.String()),
   context_length: Type.Integer(),
   max_output_tokens: Type.Integer(),
   pricing: Type.Object(TokenPricing),
