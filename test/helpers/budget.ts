@@ -12,7 +12,7 @@ export function worstCase(model: string, messages: Message[], maxTokens: number)
   const entry = catalog.get(model)!;
   const bound = countPromptTokens({ messages }, entry.family === "openai");
   const prices = catalog.pricesFor(entry, bound, new Date());
-  const promptPrice = Math.max(prices.input, prices.cacheRead, prices.cacheWrite);
+  const promptPrice = Math.max(prices.input, prices.cacheRead, prices.cacheWrite, prices.cacheWrite1h);
   return { bound, amount: bound * promptPrice + maxTokens * prices.output, promptPrice, outputPrice: prices.output };
 }
 
