@@ -111,7 +111,7 @@ describe.skipIf(!prometheusSuite(SUITE))(SUITE, () => {
     }
     if (Date.now() >= deadline) throw new Error(`Prometheus never read the count: ${JSON.stringify(last)}\n${logs}`);
     // The scrape itself was healthy: authenticated, parsed.
-    const up = await (await fetch(`${api}/api/v1/query?query=${encodeURIComponent('up{job="ai-gateway"}')}`)).json();
+    const up = (await (await fetch(`${api}/api/v1/query?query=${encodeURIComponent('up{job="ai-gateway"}')}`)).json()) as { data: { result: { value: [number, string] }[] } };
     expect(up.data.result[0].value[1]).toBe("1");
   }, 70_000);
 });

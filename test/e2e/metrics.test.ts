@@ -217,7 +217,7 @@ describe("GET /metrics with METRICS_TOKEN", () => {
     const none = await fetch(t.url + "/metrics");
     expect(none.status).toBe(401);
     expect(none.headers.get("www-authenticate")).toBe("Bearer");
-    expect((await none.json()).error.code).toBe("invalid_api_key");
+    expect(((await none.json()) as { error: { code: string } }).error.code).toBe("invalid_api_key");
     const wrong = await fetch(t.url + "/metrics", { headers: { authorization: "Bearer not-the-token" } });
     expect(wrong.status).toBe(401);
     await wrong.body?.cancel();

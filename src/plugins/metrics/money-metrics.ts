@@ -72,12 +72,12 @@ export class MoneyMetrics {
   record(ctx: GatewayContext, outcome: Outcome, model: string): void {
     const charged = ctx.charged;
     if (charged !== undefined) {
-      if (charged.totalCost > 0) this.billed.get(model).inc(charged.totalCost);
-      if (charged.unbilledCost > 0) this.unbilled.get(model).inc(charged.unbilledCost);
+      if (charged.totalCost > 0) this.billed.get1(model).inc(charged.totalCost);
+      if (charged.unbilledCost > 0) this.unbilled.get1(model).inc(charged.unbilledCost);
     }
     if (outcome.status === "failed") {
       const reason = refusalReason(outcome);
-      if (reason !== undefined) this.refused.get(reason).inc(1);
+      if (reason !== undefined) this.refused.get1(reason).inc(1);
     }
   }
 }

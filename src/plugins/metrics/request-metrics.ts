@@ -62,7 +62,7 @@ export class RequestMetrics {
 
   record(ctx: GatewayContext, outcome: Outcome, model: string, endMono: number): void {
     const ingress = ctx.ingress.name;
-    this.requests.get(ingress, model, ctx.target?.provider ?? OTHER, statusClassLabel(outcome), codeLabel(outcome)).inc(1);
+    this.requests.get5(ingress, model, ctx.target?.provider ?? OTHER, statusClassLabel(outcome), codeLabel(outcome)).inc(1);
     const pair = this.pair(ingress, model);
     pair.duration.observe((endMono - ctx.startedMono) / 1000);
     if (ctx.firstTokenMono !== undefined) pair.ttft.observe((ctx.firstTokenMono - ctx.startedMono) / 1000);
@@ -80,13 +80,13 @@ export class RequestMetrics {
     let pair = this.pairs.get(key);
     if (pair === undefined) {
       pair = {
-        duration: this.durations.get(ingress, model),
-        ttft: this.ttfts.get(ingress, model),
-        input: this.tokens.get(model, "input"),
-        output: this.tokens.get(model, "output"),
-        cacheRead: this.tokens.get(model, "cache_read"),
-        cacheWrite: this.tokens.get(model, "cache_write"),
-        reasoning: this.tokens.get(model, "reasoning"),
+        duration: this.durations.get2(ingress, model),
+        ttft: this.ttfts.get2(ingress, model),
+        input: this.tokens.get2(model, "input"),
+        output: this.tokens.get2(model, "output"),
+        cacheRead: this.tokens.get2(model, "cache_read"),
+        cacheWrite: this.tokens.get2(model, "cache_write"),
+        reasoning: this.tokens.get2(model, "reasoning"),
       };
       this.pairs.set(key, pair);
     }

@@ -58,7 +58,7 @@ export class UpstreamMetrics {
       // before a fallback to another provider) the provider configured with that name.
       const known = target !== undefined && this.byProvider.get(target)?.has(attempt.deployment);
       const provider = known ? target! : this.providerOf.get(attempt.deployment);
-      this.attempts.get(provider ?? OTHER, provider === undefined ? OTHER : attempt.deployment, attempt.error_class ?? "ok").inc(1);
+      this.attempts.get3(provider ?? OTHER, provider === undefined ? OTHER : attempt.deployment, attempt.error_class ?? "ok").inc(1);
     }
   }
 
