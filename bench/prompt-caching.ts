@@ -3,7 +3,7 @@
  *
  *   npx bun bench/prompt-caching.ts
  *
- * A 10-turn agent conversation whose prompt grows from ~28 KB to ~110 KB (a ~20 KB system prompt and three tool
+ * A 10-turn agent conversation whose prompt grows from ~31 KB to ~108 KB (a ~20 KB system prompt and three tool
  * definitions; the task, then one ~8 KB tool result per turn, plus the assistant's answer and tool call of each
  * turn), sent whole every turn by a client that sets no cache breakpoint:
  *
