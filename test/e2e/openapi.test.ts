@@ -20,7 +20,7 @@ const NO_KEYS = { OPENAI_API_KEY: "", DEEPSEEK_API_KEY: "", XAI_API_KEY: "", MIS
  * Routes left out of the document: the docs' own (the UI, the document, the UI's script) and the admin
  * catch-all that answers unknown /admin/ paths with a 404. Everything else must be documented.
  */
-const DOCS_ROUTES = ["GET /swagger", "GET /swagger/json", "GET /swagger/assets/scalar.js", "ALL /admin/*"];
+const DOCS_ROUTES = ["GET /swagger", "GET /swagger/json", "GET /swagger/assets/scalar.js", "ALL /admin/*", "GET /metrics"]; // /metrics: Prometheus text, not an API for clients
 /** The dashboard's HTML pages (and the / redirect to them) are for browsers, not API clients: hidden from the document. */
 const isDashboardRoute = (key: string) => / \/$| \/dashboard($|\/)/.test(key);
 /** No key or token: health and readiness, and the processors' webhooks (authenticated by their signature). */

@@ -1,12 +1,12 @@
 import { timingSafeEqual } from "node:crypto";
-import { definePlugin, type PluginHost } from "../../core/plugin.ts";
+import { definePlugin, type PluginHost, type Services } from "../../core/plugin.ts";
 import { AuthenticationError, errorResponse } from "../../core/errors.ts";
-import { MoneyMetrics, type MoneyStore } from "./money-metrics.ts";
+import { MoneyMetrics } from "./money-metrics.ts";
 import { MetricsRegistry } from "./registry.ts";
 import { modelLabel, RequestMetrics } from "./request-metrics.ts";
 import { RuntimeMetrics } from "./runtime-metrics.ts";
 import { metricsConfigSchema } from "./schema.ts";
-import { UpstreamMetrics, type BreakerSource } from "./upstream-metrics.ts";
+import { UpstreamMetrics } from "./upstream-metrics.ts";
 
 const sha256 = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest();
 
@@ -17,10 +17,10 @@ function bearerMatches(authorization: string | null, expected: Buffer): boolean 
 }
 
 /** A plugin's `provides` once every plugin is set up (this one runs first, before the ones it reads). */
-function later<T>(host: PluginHost, name: string): () => T | undefined {
-  let resolved: T | undefined;
+function later<K extends keyof Services>(host: PluginHost, name: K): () => Services[K] | undefined {
+  let resolved: Services[K] | undefined;
   return () => {
-    if (resolved === undefined && host.has(name)) resolved = (host.service as unknown as (name: string) => T)(name);
+    if (resolved === undefined && host.has(name)) resolved = host.service(name);
     return resolved;
   };
 }
@@ -40,10 +40,10 @@ export default definePlugin({
     const expected = config.token ? sha256(config.token) : null;
     const registry = new MetricsRegistry();
     let gateway: { readonly inFlight: number } | undefined;
-    const storage = later<MoneyStore & { onCommit(listener: (seconds: number, rows: number) => void): () => void }>(host, "storage");
+    const storage = later(host, "storage");
     const requests = new RequestMetrics(registry);
     const money = new MoneyMetrics(registry, storage, host.log);
-    const upstreams = new UpstreamMetrics(registry, later<BreakerSource>(host, "upstream-health"));
+    const upstreams = new UpstreamMetrics(registry, later(host, "upstream-health"));
     const runtime = new RuntimeMetrics(registry, () => gateway?.inFlight);
     let stopCommits: (() => void) | undefined;
 

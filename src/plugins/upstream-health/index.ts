@@ -7,6 +7,12 @@ import type { RedisSync } from "./redis-sync.ts";
 
 export { HealthKeeper } from "./keeper.ts";
 
+declare module "../../core/plugin.ts" {
+  interface Services {
+    "upstream-health": HealthKeeper;
+  }
+}
+
 /**
  * Each deployment's circuit breaker, Retry-After wait, in-flight count and latency; orders a provider's
  * deployments for the core's attempt loop (its `provides` is a DeploymentHealth). Shared among instances
