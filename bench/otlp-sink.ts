@@ -9,7 +9,7 @@
 const portArg = process.argv.indexOf("--port");
 const port = portArg >= 0 ? Number(process.argv[portArg + 1]) : 4318;
 
-let exports = 0;
+let exportCount = 0;
 let bytes = 0;
 const EMPTY = new Uint8Array(0);
 
@@ -20,7 +20,7 @@ const server = Bun.serve({
     const path = new URL(request.url).pathname;
     if (request.method !== "POST" || path !== "/v1/traces") return new Response("not found", { status: 404 });
     bytes += (await request.arrayBuffer()).byteLength;
-    exports++;
+    exportCount++;
     // An empty ExportTraceServiceResponse: no partial success to report.
     if ((request.headers.get("content-type") ?? "").includes("json")) return Response.json({});
     return new Response(EMPTY, { headers: { "content-type": "application/x-protobuf" } });
@@ -30,7 +30,7 @@ const server = Bun.serve({
 console.log(`otlp sink listening on http://127.0.0.1:${server.port}`);
 
 function summary(): void {
-  console.log(`otlp sink: ${exports} exports, ${(bytes / 1e6).toFixed(1)} MB`);
+  console.log(`otlp sink: ${exportCount} exports, ${(bytes / 1e6).toFixed(1)} MB`);
   server.stop(true);
   process.exit(0);
 }
