@@ -30,7 +30,7 @@ const keys = new Map<TestGateway, string>();
 beforeAll(async () => {
   fake = await startFakeUpstream();
   const v1 = `${fake.url}/v1`;
-  const env = { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "sk-ant-cache", QWEN_BASE_URL: v1, QWEN_API_KEY: "sk-qwen" };
+  const env = { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "sk-ant-cache", QWEN_BASE_URL: v1, QWEN_API_KEY: "sk-qwen", GEMINI_BASE_URL: fake.url, GEMINI_API_KEY: "gm-cache" };
   catalogDir = mkdtempSync(join(tmpdir(), "cache-catalog-"));
   const catalog = parse(readFileSync("catalog.yaml", "utf8"));
   catalog.models.find((model: { id: string }) => model.id === "claude-opus-5-5").auto_cache = false;
@@ -140,6 +140,15 @@ describe("upstreams that take no breakpoints never get them; Qwen keeps them", (
     fake.reset();
     await chat().chat.completions.create(withBreakpoints("deepseek-flash") as any);
     expect(JSON.stringify(upstreamBody())).not.toContain("cache_control");
+  });
+
+  it("Gemini (translated chat; implicit caching): the request succeeds and the body has no cache_control anywhere", async () => {
+    fake.reset();
+    const answer = await chat().chat.completions.create(withBreakpoints("gemini-3.8-flash") as any);
+    expect(answer.choices).toHaveLength(1);
+    const body = upstreamBody();
+    expect(body.contents).toBeDefined(); // Gemini's generateContent shape
+    expect(JSON.stringify(body)).not.toContain("cache_control");
   });
 
   it("Qwen (relayed chat, cache_control: true): the client's breakpoints go up as sent", async () => {
