@@ -1,6 +1,7 @@
 import { describe, expect, it, setDefaultTimeout } from "bun:test";
 import { gunzipSync } from "node:zlib";
 import { startTestGateway } from "../../helpers/gateway.ts";
+import { protobufFieldMap } from "./protobuf-walk.ts";
 
 // Normally a second; the margin is for a loaded machine.
 setDefaultTimeout(30_000);
@@ -10,34 +11,7 @@ setDefaultTimeout(30_000);
  * transport and, with gzip, over node:http; what the collector receives decodes to the request's spans.
  */
 
-/** The fields of a protobuf message: number → raw values (varints as numbers, the rest as bytes). */
-function fields(bytes: Uint8Array): Map<number, (number | Uint8Array)[]> {
-  const out = new Map<number, (number | Uint8Array)[]>();
-  let p = 0;
-  const varint = () => {
-    let value = 0;
-    let scale = 1;
-    let b: number;
-    do {
-      b = bytes[p++]!;
-      value += (b & 0x7f) * scale;
-      scale *= 128;
-    } while (b & 0x80);
-    return value;
-  };
-  const push = (field: number, value: number | Uint8Array) => out.set(field, [...(out.get(field) ?? []), value]);
-  while (p < bytes.length) {
-    const tag = varint();
-    const wire = tag & 7;
-    const size = wire === 1 ? 8 : wire === 5 ? 4 : wire === 2 ? varint() : 0;
-    if (wire === 0) push(tag >>> 3, varint());
-    else {
-      push(tag >>> 3, bytes.subarray(p, p + size));
-      p += size;
-    }
-  }
-  return out;
-}
+const fields = protobufFieldMap;
 const text = (value: number | Uint8Array | undefined) => new TextDecoder().decode(value as Uint8Array);
 
 /** The span names and the service.name of an ExportTraceServiceRequest. */

@@ -5,6 +5,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { createProtobufTraceSerializer, OtlpProtobufEncoder } from "../../../src/plugins/tracing/otlp-protobuf.ts";
 import { makeSpans } from "./spans-fixture.ts";
+import { protobufFields } from "./protobuf-walk.ts";
 
 /**
  * Our OTLP protobuf encoder writes what the official ProtobufTraceSerializer writes, byte for byte (the same fields
@@ -21,39 +22,7 @@ function expectSameBytes(spans: ReadableSpan[]): Uint8Array {
   return ours!;
 }
 
-/** A tiny protobuf walk: the top-level fields of a message (number, wire type, raw value). */
-function fields(bytes: Uint8Array): { field: number; wire: number; value: number | Uint8Array }[] {
-  const out: { field: number; wire: number; value: number | Uint8Array }[] = [];
-  let p = 0;
-  const varint = () => {
-    let value = 0;
-    let scale = 1;
-    let b: number;
-    do {
-      b = bytes[p++]!;
-      value += (b & 0x7f) * scale;
-      scale *= 128;
-    } while (b & 0x80);
-    return value;
-  };
-  while (p < bytes.length) {
-    const tag = varint();
-    const wire = tag & 7;
-    if (wire === 0) out.push({ field: tag >>> 3, wire, value: varint() });
-    else if (wire === 2) {
-      const length = varint();
-      out.push({ field: tag >>> 3, wire, value: bytes.subarray(p, p + length) });
-      p += length;
-    } else if (wire === 1) {
-      out.push({ field: tag >>> 3, wire, value: bytes.subarray(p, p + 8) });
-      p += 8;
-    } else if (wire === 5) {
-      out.push({ field: tag >>> 3, wire, value: bytes.subarray(p, p + 4) });
-      p += 4;
-    } else throw new Error(`wire type ${wire}`);
-  }
-  return out;
-}
+const fields = protobufFields;
 
 describe("OTLP protobuf encoder", () => {
   it("writes the official serializer's bytes for our request and attempt spans (remote parent, tracestate, every scalar type)", () => {
