@@ -278,7 +278,11 @@ async function runCase(transportName: string, route: (typeof ROUTES)[number], sc
         if (!(cost <= bound)) problems.push(`cost ${cost} nano-USD above what the request could cost (${bound})`);
       }
       if ((billing === "estimated" || billing === "from_text") && record.usage_estimated !== true) problems.push(`usage_estimated is ${record.usage_estimated}, expected true`);
-      for (const [name, value] of Object.entries(record.usage ?? {})) {
+      // Every count an integer ≥ 0, the nested ones too (cache_write_tokens_details: {ephemeral_5m, ephemeral_1h}).
+      const counts = Object.entries(record.usage ?? {}).flatMap(([name, value]) =>
+        value !== null && typeof value === "object" ? Object.entries(value).map(([inner, count]) => [`${name}.${inner}`, count] as const) : [[name, value] as const],
+      );
+      for (const [name, value] of counts) {
         if (!Number.isSafeInteger(value) || (value as number) < 0) problems.push(`record usage.${name} = ${value}`);
       }
       // The ledger agrees with the record and the balance never goes below zero.
