@@ -242,8 +242,23 @@ export async function startFakeDeployment(name = "deployment"): Promise<FakeDepl
     async down() {
       const port = Number(server.port);
       await server.stop(true);
-      closer = Bun.listen({ hostname: "127.0.0.1", port, socket: { open: (socket) => void socket.terminate(), data() {} } });
+      closer = await listenAgain(port);
     },
   };
   return deployment;
+}
+
+/**
+ * A listener on the port the fake just left that cuts every connection. The stopped server's socket is released
+ * a moment after `stop()` resolves (EADDRINUSE once in CI, loaded): ask again until it is free, for up to 2 s.
+ */
+async function listenAgain(port: number): Promise<{ stop(closeActiveConnections?: boolean): void }> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return Bun.listen({ hostname: "127.0.0.1", port, socket: { open: (socket) => void socket.terminate(), data() {} } });
+    } catch (error) {
+      if ((error as { code?: string }).code !== "EADDRINUSE" || attempt >= 100) throw error;
+      await Bun.sleep(20);
+    }
+  }
 }
