@@ -58,7 +58,10 @@ const Generation = component(
   Type.Object({
     id: Type.String({ description: "The upstream answer's id (chatcmpl-…, msg_…, resp_…), else the gateway request id" }),
     gateway_request_id: Type.String({ description: "gen-… (the x-gateway-request-id header)" }),
-    model: Type.String(),
+    model: Type.String({ description: "The model that answered (and is billed): a catalog fallback when the requested one could not" }),
+    requested_model: Type.String({
+      description: "The model the client asked for; equal to `model` unless the request fell back to another catalog model (the catalog's `fallbacks`)",
+    }),
     status: Type.Union([Type.Literal("success"), Type.Literal("failed"), Type.Literal("cancelled")]),
     created_at: Time,
     latency_ms: Count,

@@ -230,6 +230,7 @@ describe.skipIf(!browserSuite("dashboard Logs"))("dashboard Logs in headless Chr
     expect(facts["Response id"]).toBe(record.id);
     expect(facts["Latency"]).toBe(`${record.latency_ms} ms`);
     expect(facts["Model"]).toBe("gpt-6-luna");
+    expect(facts["Requested model"]).toBeUndefined(); // no fallback: the model asked is the one that answered
     expect(facts["Stream"]).toBe("no");
     expect(facts["Prompt tokens"]).toBe(String(record.usage.prompt_tokens));
     expect(facts["Reasoning tokens"]).toBe(String(record.usage.reasoning_tokens));
@@ -298,6 +299,32 @@ describe.skipIf(!browserSuite("dashboard Logs"))("dashboard Logs in headless Chr
     // The Older link works as a plain link too (a reload of the cursor URL).
     await page.reload();
     expect((await tableRows(page)).map((r) => r.id)).toEqual(first);
+  });
+
+  it("shows the requested model, as text, when a fallback answered", async () => {
+    const fellBack = await h.newAccountUser({ credit: 5, name: "Fallback account" });
+    const key = await newKey(fellBack.accountId, "fallback key");
+    const id = `gen-${crypto.randomUUID().replaceAll("-", "")}`;
+    // A record as metering writes it after a fallback (test/e2e/fallback-models.test.ts drives a real one); the asked
+    // model is hostile here to prove it is escaped.
+    h.t.gateway.service("storage")!.recordGeneration({
+      id, responseId: null, accountId: fellBack.accountId, keyId: key.id, model: "gpt-6-luna", requestedModel: HOSTILE,
+      provider: "openai", ingress: "openai-chat", stream: false, status: "success", errorCode: null, createdAt: Date.now(),
+      latencyMs: 10, timeToFirstTokenMs: null, promptTokens: 1, completionTokens: 1, cachedTokens: 0, cacheWriteTokens: 0,
+      reasoningTokens: 0, inputCost: 0, cacheReadCost: 0, cacheWriteCost: 0, outputCost: 0, totalCost: 0, attempts: null,
+    });
+    const { page } = await h.signedIn(fellBack.email);
+    const dialogs: string[] = [];
+    page.on("dialog", (dialog) => void dialogs.push(dialog.message()));
+    expect((await page.goto(`/dashboard/logs/${id}`))?.status()).toBe(200);
+    const detail = page.getByRole("region", { name: `Request detail ${id}` });
+    const facts = Object.fromEntries(
+      await detail.locator("dl.facts").evaluateAll((dls) => dls.flatMap((dl) => [...dl.querySelectorAll("dt")].map((dt) => [dt.textContent, dt.nextElementSibling?.textContent]))),
+    );
+    expect(facts["Model"]).toBe("gpt-6-luna");
+    expect(facts["Requested model"]).toBe(HOSTILE);
+    expect(await detail.locator("img").count()).toBe(0);
+    expect(dialogs).toEqual([]);
   });
 
   it("another account's user sees none of these rows and gets 404 for their detail", async () => {

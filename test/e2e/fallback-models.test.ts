@@ -108,6 +108,7 @@ describe("fallback models", () => {
 
     const record = await generation(t, key, raw.headers.get("x-gateway-request-id")!);
     expect(record.model).toBe("backup-gpt");
+    expect(record.requested_model).toBe("primary-claude"); // what the client asked for
     expect(record.status).toBe("success");
     // The fallback's own prices: $3 / $7 per 1M tokens.
     const expected = (answer.usage.prompt_tokens * 3_000 + answer.usage.completion_tokens * 7_000) / 1e9;
@@ -120,6 +121,20 @@ describe("fallback models", () => {
       [200, null],
     ]);
     expect(record.attempts[0].deployment).not.toBe(record.attempts[2].deployment);
+  });
+
+  it("records requested_model equal to model when no fallback was taken", async () => {
+    const { key } = await t.newAccountWithKey({ credit: 10 });
+    fake.reset();
+    const raw = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "backup-gpt", messages: [{ role: "user", content: "hello directly" }], max_tokens: 50 }),
+    });
+    expect(raw.status).toBe(200);
+    const record = await generation(t, key, raw.headers.get("x-gateway-request-id")!);
+    expect(record.model).toBe("backup-gpt");
+    expect(record.requested_model).toBe("backup-gpt");
   });
 
   it("answers 503 as before when the model lists no fallbacks", async () => {

@@ -43,6 +43,8 @@ export function requestRow(row: Generation) {
     created_at: iso(row.createdAt),
     key_id: row.keyId,
     model: row.model,
+    /** The model the client asked for: `model` unless the request fell back to another. */
+    requested_model: row.requestedModel ?? row.model,
     status: row.status,
     error_code: row.errorCode,
     prompt_tokens: row.promptTokens,

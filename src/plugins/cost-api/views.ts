@@ -9,7 +9,10 @@ export function generationView(g: Generation, callerKeyId: string) {
   return {
     id: g.responseId ?? g.id,
     gateway_request_id: g.id,
+    /** The model that answered (and is billed). */
     model: g.model,
+    /** The model the client asked for: another than `model` when the request fell back (catalog fallbacks). */
+    requested_model: g.requestedModel ?? g.model,
     status: g.status,
     created_at: isoWithOffset(g.createdAt),
     latency_ms: g.latencyMs,

@@ -196,6 +196,8 @@ function generationRecord(ctx: GatewayContext, outcome: Outcome, cost: CostBreak
     accountId: ctx.principal!.accountId,
     keyId: ctx.principal!.key.id,
     model: ctx.model!.id,
+    // The model the client asked for, only when a fallback answered instead (NULL otherwise: the hot path).
+    requestedModel: ctx.requestedModel !== undefined && ctx.requestedModel !== ctx.model!.id ? ctx.requestedModel : null,
     provider: ctx.target!.provider,
     ingress: ctx.ingress.name,
     stream: ctx.request.stream,

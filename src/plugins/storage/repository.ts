@@ -77,7 +77,13 @@ export interface Generation {
   responseId: string | null;
   accountId: string;
   keyId: string;
+  /** The model that answered (and was billed): a catalog fallback when the asked one could not. */
   model: string;
+  /**
+   * The model the client asked for, when it differs from `model` (the request fell back to another catalog
+   * model). null or absent: the same as `model` (the store writes NULL then; writers that predate the column).
+   */
+  requestedModel?: string | null;
   provider: string;
   ingress: string;
   stream: boolean;

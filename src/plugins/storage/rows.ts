@@ -104,6 +104,22 @@ export function checkGeneration(g: Generation): void {
   }
   if (!Number.isFinite(g.createdAt)) throw new RangeError(`generation ${g.id}: createdAt must be epoch ms`);
   if (g.attempts != null && !Array.isArray(g.attempts)) throw new TypeError(`generation ${g.id}: attempts must be an array or null`);
+  if (g.requestedModel != null && (typeof g.requestedModel !== "string" || g.requestedModel === "")) {
+    throw new TypeError(`generation ${g.id}: requestedModel must be a non-empty string or null`);
+  }
+}
+
+/** The stored `requested_model`: the asked model only when it differs from the one that answered; NULL otherwise (almost always). */
+export function storedRequestedModel(g: Pick<Generation, "model" | "requestedModel">): string | null {
+  return g.requestedModel == null || g.requestedModel === g.model ? null : g.requestedModel;
+}
+
+/**
+ * The generation as queued (a copy): a `requestedModel` given as the model itself reads as null, as it will once
+ * stored, so a read answers the same before and after the commit. Absent stays absent (a writer that predates it).
+ */
+export function queuedGeneration(g: Generation): Generation {
+  return g.requestedModel === undefined ? { ...g } : { ...g, requestedModel: storedRequestedModel(g) };
 }
 
 /** A generation's attempts as stored: JSON text, NULL when there were none to keep (serialised once, by the writer). */

@@ -62,6 +62,7 @@ export function makeGeneration(accountId: string, keyId: string, overrides: Part
     accountId,
     keyId,
     model: "gpt-test",
+    requestedModel: null,
     provider: "fake",
     ingress: "openai-chat",
     stream: false,

@@ -306,6 +306,35 @@ export function repositoryContract(harness: ContractHarness): void {
       await expectKept(await store.open(), true);
     });
 
+    it("keeps the requested model of a fallback, queued, stored, listed and after reopen; NULL when it is the model", async () => {
+      const store = await fresh();
+      const repository = await store.open({ flushIntervalMs: 60_000 });
+      const { account, key } = await accountWithKey(repository);
+      const fellBack = makeGeneration(account.id, key.id, { model: "gpt-fallback", requestedModel: "gpt-asked" });
+      const same = makeGeneration(account.id, key.id, { requestedModel: "gpt-test" }); // the model itself: stored as NULL
+      const before = { ...makeGeneration(account.id, key.id) } as Partial<typeof fellBack>;
+      delete before.requestedModel; // a writer that predates the column
+      for (const g of [fellBack, same, before as typeof fellBack]) repository.recordGeneration(g);
+      const expectKept = async (repo: Repository, flushed: boolean) => {
+        expect(await repo.findGeneration(account.id, fellBack.id)).toEqual(fellBack);
+        expect(await repo.findGeneration(account.id, same.id)).toEqual({ ...same, requestedModel: null });
+        const listed = new Map((await repo.listGenerations(account.id, { limit: 10 })).map((g) => [g.id, [g.model, g.requestedModel ?? null]]));
+        expect(listed.get(fellBack.id)).toEqual(["gpt-fallback", "gpt-asked"]);
+        expect(listed.get(same.id)).toEqual(["gpt-test", null]);
+        expect(listed.get(before.id!)).toEqual(["gpt-test", null]);
+        // The model filter is the model that answered.
+        expect((await repo.listGenerations(account.id, { limit: 10, model: "gpt-fallback" })).map((g) => g.id)).toEqual([fellBack.id]);
+        if (flushed) expect(await repo.findGeneration(account.id, before.id!)).toMatchObject({ requestedModel: null });
+      };
+      await expectKept(repository, false); // queued
+      await repository.flush();
+      await expectKept(repository, true); // stored
+      const rows = await store.all<{ id: string; requested_model: string | null }>("select id, requested_model from generations where account_id = ? order by id", account.id);
+      expect(new Map(rows.map((r) => [r.id, r.requested_model]))).toEqual(new Map([[fellBack.id, "gpt-asked"], [same.id, null], [before.id!, null]]));
+      await repository.close();
+      await expectKept(await store.open(), true);
+    });
+
     it("meters a request id once, even when it is recorded twice", async () => {
       const store = await fresh();
       const repository = await store.open({ flushIntervalMs: 60_000 });

@@ -264,11 +264,13 @@ function Facts(props: { items: readonly [string, string][] }): JSX.Element {
   );
 }
 
-/** One request in full: ids, timing, route, tokens, the cost breakdown and the upstream attempts. */
+/** One request in full: ids, timing, route (and the requested model when a fallback answered), tokens, the cost breakdown and the upstream attempts. */
 function Detail(props: { g: Generation; keyName: string }): JSX.Element {
   const { g } = props;
   const ms = (value: number | null) => (value === null ? "—" : `${value} ms`);
   const attempts = g.attempts ?? [];
+  // Only when a fallback answered: the model the client asked for (escaped by Facts, as every value).
+  const requested: [string, string][] = g.requestedModel != null && g.requestedModel !== g.model ? [["Requested model", g.requestedModel]] : [];
   return (
     <section class="detail" aria-label={`Request detail ${g.id}`}>
       <div class="detail-grid">
@@ -279,6 +281,7 @@ function Detail(props: { g: Generation; keyName: string }): JSX.Element {
             ["Time (UTC)", isoUtc(g.createdAt)],
             ["Key", props.keyName],
             ["Model", g.model],
+            ...requested,
             ["Provider", g.provider],
             ["Ingress format", g.ingress],
             ["Stream", g.stream ? "yes" : "no"],

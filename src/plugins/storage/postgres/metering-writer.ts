@@ -1,6 +1,6 @@
 import type { SQL } from "bun";
 import type { Generation } from "../repository.ts";
-import { attemptsText } from "../rows.ts";
+import { attemptsText, storedRequestedModel } from "../rows.ts";
 import { addToSpend, type SpendBucket } from "../shared/spend-buckets.ts";
 import { addToCounters, emptyCounters, utcDay } from "../shared/pending.ts";
 import { pipelinedTransaction } from "./pipeline.ts";
@@ -24,11 +24,11 @@ stored as (
   insert into generations (id, response_id, account_id, key_id, model, provider, ingress, stream, status, error_code,
     created_at, latency_ms, time_to_first_token_ms, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens,
     reasoning_tokens, input_cost_nano, cache_read_cost_nano, cache_write_cost_nano, output_cost_nano, total_cost_nano,
-    unbilled_cost_nano, usage_estimated, attempts, cache_write_1h_tokens, cache_discount_nano)
+    unbilled_cost_nano, usage_estimated, attempts, cache_write_1h_tokens, cache_discount_nano, requested_model)
   select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[],
     $9::text[], $10::text[], $11::bigint[], $12::integer[], $13::integer[], $14::integer[], $15::integer[], $16::integer[],
     $17::integer[], $18::integer[], $19::bigint[], $20::bigint[], $21::bigint[], $22::bigint[], $23::bigint[],
-    $24::bigint[], $25::boolean[], $26::text[], $27::integer[], $28::bigint[])
+    $24::bigint[], $25::boolean[], $26::text[], $27::integer[], $28::bigint[], $29::text[])
   on conflict (id) do nothing
   returning id
 )
@@ -123,6 +123,7 @@ function storeGenerations(tx: SQL, batch: readonly Generation[]): PromiseLike<un
     batch.map((g) => attemptsText(g.attempts)),
     batch.map((g) => g.cacheWrite1hTokens ?? 0),
     batch.map((g) => g.cacheDiscount ?? 0),
+    batch.map((g) => storedRequestedModel(g)),
   ]);
 }
 

@@ -1,6 +1,6 @@
 import { and, asc, between, desc, eq, sql } from "drizzle-orm";
 import type { MeteringStore, UsageRow } from "../repository.ts";
-import { checkGeneration, generationFromRow } from "../rows.ts";
+import { checkGeneration, generationFromRow, queuedGeneration } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
@@ -22,7 +22,7 @@ export function createPostgresMetering(db: PostgresDb, pending: PendingGeneratio
     recordGeneration(generation) {
       gate.assertOpen();
       checkGeneration(generation);
-      commits.record({ ...generation });
+      commits.record(queuedGeneration(generation));
     },
 
     findGeneration: (accountId, id) =>

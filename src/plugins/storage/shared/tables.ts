@@ -94,6 +94,8 @@ export function storageColumns<Text extends Col, UniqueText extends Col, Money e
       accountId: k.accountRef("account_id").notNull(),
       keyId: k.keyRef("key_id").notNull(),
       model: k.text("model").notNull(),
+      /** The model the client asked for when the request fell back to another (catalog fallbacks); NULL: the same as model. */
+      requestedModel: k.text("requested_model"),
       provider: k.text("provider").notNull(),
       ingress: k.text("ingress").notNull(),
       stream: k.bool("stream").notNull(),

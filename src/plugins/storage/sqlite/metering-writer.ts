@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { eq, sql } from "drizzle-orm";
 import type { Generation, UsageCounters } from "../repository.ts";
-import { attemptsText } from "../rows.ts";
+import { attemptsText, storedRequestedModel } from "../rows.ts";
 import { addToCounters, emptyCounters, utcDay } from "../shared/pending.ts";
 import { addToSpend, type SpendBucket } from "../shared/spend-buckets.ts";
 import { accounts, apiKeys, generations, usageDaily } from "./schema.ts";
@@ -101,6 +101,7 @@ function compileInsertGeneration(db: SqliteDb, compile: Compile) {
         accountId: p("accountId"),
         keyId: p("keyId"),
         model: p("model"),
+        requestedModel: p("requestedModel"),
         provider: p("provider"),
         ingress: p("ingress"),
         stream: p("stream"), // bun:sqlite binds a boolean as 1 / 0
@@ -177,6 +178,7 @@ function insertValues(g: Generation): Generation & { attemptsText: string | null
     unbilledCost: g.unbilledCost ?? 0,
     cacheDiscount: g.cacheDiscount ?? 0,
     usageEstimated: g.usageEstimated ?? false,
+    requestedModel: storedRequestedModel(g),
     attemptsText: attemptsText(g.attempts),
   };
 }

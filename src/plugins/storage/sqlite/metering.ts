@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { and, asc, between, desc, eq, sql } from "drizzle-orm";
 import type { MeteringStore, UsageRow } from "../repository.ts";
-import { checkGeneration, generationFromRow } from "../rows.ts";
+import { checkGeneration, generationFromRow, queuedGeneration } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
@@ -45,7 +45,7 @@ export function createSqliteMetering(
     recordGeneration(generation) {
       gate.assertOpen();
       checkGeneration(generation);
-      commits.record({ ...generation });
+      commits.record(queuedGeneration(generation));
       markSettled(generation.id);
     },
 
