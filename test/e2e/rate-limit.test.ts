@@ -266,4 +266,26 @@ describe.skipIf(!REDIS_URL)(`rate limit: two gateway instances on one Redis${RED
       await second.stop();
     }
   });
+
+  it("with local leases (RATE_LIMIT_LEASE_MS), never admit more than the limit together, and refuse with Redis' retry-after", async () => {
+    // 60 RPM with 6 s leases: each instance takes 6 requests per Redis admission and admits them itself.
+    const env = { DATABASE_URL: `sqlite:${join(t.dataDir, "gateway.db")}`, RATE_LIMIT_REDIS_PREFIX: prefix, SQLITE_HOLDS: "shared", RATE_LIMIT_LEASE_MS: "6000" };
+    const a = await startTestGateway({ now, fake: t.fake, env });
+    const b = await startTestGateway({ now, fake: t.fake, env });
+    try {
+      const { key, keyId } = await t.newAccountWithKey({ key: { rate_limit: { requests_per_minute: 60 } } });
+      const clients = [a.client(key), b.client(key)];
+      for (let i = 0; i < 60; i++) await chat(clients[i % 2]!, user("hi"));
+      const raw = new Redis(REDIS_URL!);
+      expect(Number(await raw.hget(`${prefix}${keyId}`, "r"))).toBe(60 * 60_000); // all 60 taken from Redis, no more
+      await raw.quit();
+      await expectRateLimited(chat(clients[0]!, user("hi")), 1);
+      await expectRateLimited(chat(clients[1]!, user("hi")), 1);
+      advance(1_000);
+      await chat(clients[1]!, user("hi"));
+      await expectRateLimited(chat(clients[0]!, user("hi")), 1);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
 });

@@ -4,6 +4,7 @@ import type { Principal } from "../auth/principal.ts";
 import { rateLimitConfigSchema } from "./schema.ts";
 import type { Denial, WindowStore } from "./gcra.ts";
 import { createMemoryStore } from "./memory-store.ts";
+import { createLeasedStore } from "./leases.ts";
 import { createPromotionalStatus } from "./promotional.ts";
 import { capBinds, limitExceeded, promptTooLarge, stricter } from "./limits.ts";
 import type { EffectiveLimits, RateLimitService } from "./service.ts";
@@ -26,16 +27,26 @@ export default definePlugin({
     const capTpm = config.promotional.tokens_per_minute;
     const capped = capRpm > 0 || capTpm > 0;
     const promotional = createPromotionalStatus(store, now, config.promotional_cache_ms);
-    const windows: WindowStore = config.redis_url
-      ? // ioredis (megabytes resident) is loaded only when counts live in Redis.
-        await (await import("./redis-store.ts")).createRedisStore({
-          url: config.redis_url,
-          keyPrefix: config.redis_key_prefix,
-          commandTimeoutMs: config.redis_command_timeout_ms,
-          log: host.log,
-        })
-      : createMemoryStore({ now });
-    host.log.info("rate-limit windows", { backend: config.redis_url ? "redis" : "memory" });
+    let windows: WindowStore;
+    if (!config.redis_url) windows = createMemoryStore({ now });
+    else {
+      // ioredis (megabytes resident) is loaded only when counts live in Redis.
+      const shared = await (await import("./redis-store.ts")).createRedisStore({
+        url: config.redis_url,
+        keyPrefix: config.redis_key_prefix,
+        commandTimeoutMs: config.redis_command_timeout_ms,
+        log: host.log,
+      });
+      windows =
+        config.lease_ms > 0
+          ? createLeasedStore(shared, {
+              leaseMs: config.lease_ms,
+              now,
+              onGiveBackFailed: (error) => host.log.warn("rate-limit lease not given back (its units drain within a minute)", { error: String((error as Error)?.cause ?? error) }),
+            })
+          : shared;
+    }
+    host.log.info("rate-limit windows", { backend: config.redis_url ? "redis" : "memory", lease_ms: config.redis_url ? config.lease_ms : undefined });
 
     /**
      * Admits the request under the key's effective limits, or throws 429; no limit: returns at once, allocating

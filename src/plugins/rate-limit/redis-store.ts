@@ -1,7 +1,8 @@
 import Redis from "ioredis";
 import { UnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
-import { denial, PERIOD_MS, type Denial, type WindowStore } from "./gcra.ts";
+import { denial, PERIOD_MS, type Denial } from "./gcra.ts";
+import type { Grant, LeasableStore } from "./leases.ts";
 
 /**
  * The Lua twins of gcra.ts: `drained`, `waitFor`, `stateTtl`. One hash per API key:
@@ -34,9 +35,16 @@ local function keep(key, tokens, tpm, period)
 end
 `;
 
-/** ARGV: now, rpm, tpm (0 = none), tokens, period. Returns {request wait ms, token wait ms}; {0, 0} = admitted and charged. */
+/**
+ * ARGV: now, rpm, tpm (0 = none), tokens, period, requests, extra tokens. Admits one request costing `tokens`
+ * and, when it fits, takes up to `requests` request units in all (a lease: at least this request's one) and up
+ * to `extra` tokens beyond its own, as many as the windows have room for. Returns {request wait ms, token wait
+ * ms, request units taken, extra tokens taken}; {0, 0, …} = admitted and charged. Without the last two ARGV
+ * (or 1, 0) it is the plain admission of one request.
+ */
 const ADMIT_LUA = `${COMMON_LUA}
 local now, rpm, tpm, tokens, period = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local want, extra = tonumber(ARGV[6]) or 1, tonumber(ARGV[7]) or 0
 local s = redis.call('HMGET', KEYS[1], 'r', 'ra', 't', 'ta')
 local r, t, rw, tw = 0, 0, 0, 0
 if rpm > 0 then
@@ -49,31 +57,57 @@ if tpm > 0 then
   local excess = t + (tokens - tpm) * period
   if excess > 0 then tw = math.ceil(excess / tpm) end
 end
-if rw > 0 or tw > 0 then return {rw, tw} end
-if rpm > 0 then redis.call('HSET', KEYS[1], 'r', int(r + period), 'ra', int(later(s[2], now))) end
+if rw > 0 or tw > 0 then return {rw, tw, 0, 0} end
+local k, x = 1, 0
+if rpm > 0 then
+  if want > 1 then
+    local room = math.floor((rpm * period - r) / period)
+    if room < want then k = room else k = want end
+    if k < 1 then k = 1 end
+  end
+  redis.call('HSET', KEYS[1], 'r', int(r + k * period), 'ra', int(later(s[2], now)))
+end
 if tpm > 0 then
-  t = t + tokens * period
+  if extra > 0 then
+    local room = math.floor((tpm * period - t) / period) - tokens
+    if room < extra then x = room else x = extra end
+    if x < 0 then x = 0 end
+  end
+  t = t + (tokens + x) * period
   redis.call('HSET', KEYS[1], 't', int(t), 'ta', int(later(s[4], now)))
 end
 keep(KEYS[1], t, tpm, period)
-return {0, 0}
+return {0, 0, k, x}
 `;
 
-/** ARGV: now, tpm, tokens (negative: given back), period. */
+/**
+ * ARGV: now, tpm, tokens (negative: given back), period, rpm, requests (negative: request units given back).
+ * A window never drops below zero, and one that does not exist gets nothing given back.
+ */
 const ADJUST_LUA = `${COMMON_LUA}
 local now, tpm, tokens, period = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local s = redis.call('HMGET', KEYS[1], 't', 'ta')
-if not s[1] and tokens < 0 then return 0 end
-local t = drained(s[1], s[2], tpm, now) + tokens * period
-if t < 0 then t = 0 end
-redis.call('HSET', KEYS[1], 't', int(t), 'ta', int(later(s[2], now)))
-keep(KEYS[1], t, tpm, period)
+local rpm, requests = tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0
+local s = redis.call('HMGET', KEYS[1], 't', 'ta', 'r', 'ra')
+local t, wrote = 0, false
+if rpm > 0 and requests ~= 0 and (s[3] or requests > 0) then
+  local r = drained(s[3], s[4], rpm, now) + requests * period
+  if r < 0 then r = 0 end
+  redis.call('HSET', KEYS[1], 'r', int(r), 'ra', int(later(s[4], now)))
+  wrote = true
+end
+if tokens ~= 0 and (s[1] or tokens > 0) then
+  t = drained(s[1], s[2], tpm, now) + tokens * period
+  if t < 0 then t = 0 end
+  redis.call('HSET', KEYS[1], 't', int(t), 'ta', int(later(s[2], now)))
+  wrote = true
+end
+if wrote then keep(KEYS[1], t, tpm, period) end
 return 0
 `;
 
 interface ScriptedRedis extends Redis {
-  rateLimitAdmit(key: string, now: number, rpm: number, tpm: number, tokens: number, period: number): Promise<[number, number]>;
-  rateLimitAdjust(key: string, now: number, tpm: number, tokens: number, period: number): Promise<number>;
+  rateLimitAdmit(key: string, now: number, rpm: number, tpm: number, tokens: number, period: number, requests?: number, extra?: number): Promise<[number, number, number, number]>;
+  rateLimitAdjust(key: string, now: number, tpm: number, tokens: number, period: number, rpm?: number, requests?: number): Promise<number>;
 }
 
 /** How long settles of one key are summed before they go to Redis as one command. */
@@ -98,7 +132,7 @@ export interface RedisStoreOptions {
  * command timeout and one retry, so a lost Redis turns requests into 503 at once instead of hanging
  * them; ioredis keeps reconnecting in the background and the next request after it is back is served.
  */
-export async function createRedisStore(options: RedisStoreOptions): Promise<WindowStore & { readonly redis: Redis }> {
+export async function createRedisStore(options: RedisStoreOptions): Promise<LeasableStore & { readonly redis: Redis }> {
   const connectTimeout = Math.max(1_000, options.commandTimeoutMs * 2);
   const redis = new Redis(options.url, {
     keyPrefix: options.keyPrefix,
@@ -170,6 +204,15 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Wind
       if (settle !== undefined) sendSettle(key, settle);
       return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS).then(toDenial, unavailable);
     },
+    take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Promise<Grant> {
+      const settle = settles.get(key);
+      if (settle !== undefined) sendSettle(key, settle);
+      return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS, requests, extraTokens).then(toGrant, unavailable);
+    },
+    giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): Promise<void> {
+      if (requests <= 0 && tokens <= 0) return Promise.resolve();
+      return redis.rateLimitAdjust(key, Math.floor(now), tpm, -tokens, PERIOD_MS, rpm, -requests).then(ignore, unavailable);
+    },
     adjust(key: string, tpm: number, tokens: number, now: number): Promise<void> {
       let settle = settles.get(key);
       if (settle === undefined) {
@@ -193,8 +236,12 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Wind
   };
 }
 
-function toDenial(waits: [number, number]): Denial | null {
+function toDenial(waits: [number, number, number, number]): Denial | null {
   return denial(Number(waits[0]), Number(waits[1]));
+}
+
+function toGrant(answer: [number, number, number, number]): Grant {
+  return { denial: denial(Number(answer[0]), Number(answer[1])), requests: Number(answer[2]), tokens: Number(answer[3]) };
 }
 
 function unavailable(error: unknown): never {

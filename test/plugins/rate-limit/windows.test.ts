@@ -5,6 +5,8 @@ import { createRedisStore } from "../../../src/plugins/rate-limit/redis-store.ts
 import { PERIOD_MS, type WindowStore } from "../../../src/plugins/rate-limit/gcra.ts";
 import { UnavailableError } from "../../../src/core/errors.ts";
 import { createLogger } from "../../../src/core/log.ts";
+import { createLeasedStore } from "../../../src/plugins/rate-limit/leases.ts";
+import { startTcpProxy } from "./tcp-proxy.ts";
 
 const REDIS_URL = process.env.REDIS_URL;
 const T0 = 1_800_000_000_000;
@@ -174,6 +176,10 @@ describeRedis(`rate-limit windows (redis)${REDIS_URL ? "" : SKIPPED}`, () => {
 
   windowSuite(open);
 
+  describe("behind local leases (leases.ts; these limits are mostly too small to lease, so the store answers)", () => {
+    windowSuite(async () => createLeasedStore(await open(), { leaseMs: 250, now: () => T0 }));
+  });
+
   it("keeps one hash per key that expires once its windows have drained", async () => {
     const store = await open();
     const key = newKey();
@@ -287,68 +293,3 @@ describeRedis(`rate-limit windows (redis)${REDIS_URL ? "" : SKIPPED}`, () => {
     proxy.stop();
   });
 });
-
-/** A TCP proxy in front of Redis that can be cut and restored on the same port (an outage, then recovery). */
-async function startTcpProxy(redisUrl: string) {
-  const target = new URL(redisUrl);
-  const upstreamPort = Number(target.port || 6379);
-  type Pair = { upstream?: import("bun").Socket<unknown>; pending: Uint8Array[] };
-  let listener: import("bun").TCPSocketListener<Pair> | undefined;
-  let port = 0;
-  const open = new Set<import("bun").Socket<Pair>>();
-
-  function start() {
-    listener = Bun.listen<Pair>({
-      hostname: "127.0.0.1",
-      port,
-      socket: {
-        open(client) {
-          open.add(client);
-          client.data = { pending: [] };
-          Bun.connect({
-            hostname: target.hostname,
-            port: upstreamPort,
-            socket: {
-              open(upstream) {
-                client.data.upstream = upstream;
-                for (const chunk of client.data.pending) upstream.write(chunk);
-                client.data.pending = [];
-              },
-              data(_upstream, chunk) {
-                client.write(chunk);
-              },
-              close() {
-                client.end();
-              },
-              error() {
-                client.end();
-              },
-            },
-          }).catch(() => client.end());
-        },
-        data(client, chunk) {
-          if (client.data.upstream) client.data.upstream.write(chunk);
-          else client.data.pending.push(new Uint8Array(chunk));
-        },
-        close(client) {
-          open.delete(client);
-          client.data.upstream?.end();
-        },
-      },
-    });
-    port = listener.port;
-  }
-
-  start();
-  return {
-    get port() {
-      return port;
-    },
-    start,
-    stop() {
-      listener?.stop(true);
-      for (const client of open) client.end();
-      open.clear();
-    },
-  };
-}
