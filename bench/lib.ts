@@ -26,6 +26,24 @@ export interface Child {
 
 export const children = new Set<Child>();
 
+/**
+ * A load client (a child process with Bun's fetch cap lifted, so it can hold thousands of streams), registered with
+ * the other children so it is killed with them; its whole output is read.
+ */
+export function spawnStreamClient(cmd: string[]): { proc: Subprocess<"ignore", "pipe", "pipe">; child: Child; stdout: Promise<string>; stderr: Promise<string> } {
+  const proc = Bun.spawn({
+    cmd,
+    cwd: ROOT,
+    env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP } as Record<string, string>,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const child: Child = { name: "stream client", proc, url: "", output: () => "" };
+  children.add(child);
+  return { proc, child, stdout: new Response(proc.stdout).text(), stderr: new Response(proc.stderr).text() };
+}
+
 export function spawnChild(name: string, cmd: string[], env: Record<string, string | undefined>, url: string, cwd = ROOT): Child {
   const proc = Bun.spawn({ cmd, cwd, env: env as Record<string, string>, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   let tail = "";

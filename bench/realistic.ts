@@ -24,11 +24,11 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Subprocess } from "bun";
 import { chatBody, openStreams, percentile, type OpenStreamsResult } from "./stream-client.ts";
 import {
   BUN,
   LIFTED_FETCH_CAP,
+  spawnStreamClient,
   ROOT,
   UPSTREAM_KEY,
   type Child,
@@ -224,17 +224,7 @@ async function measure(label: string, server: Child, key: string, options: Optio
   const cpuBefore = cpuSeconds(pid);
   const upstreamBefore = cpuSeconds(upstream.proc.pid);
   const frontBefore = front ? cpuSeconds(front.proc.pid) : null;
-  const client = Bun.spawn({
-    cmd: [BUN, "bench/realistic.ts", "--client", "--url", server.url, "--key", key, "--n", String(options.streams)],
-    cwd: ROOT,
-    env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP } as Record<string, string>,
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const clientChild: Child = { name: "stream client", proc: client as Subprocess<"ignore", "pipe", "pipe">, url: "", output: () => "" };
-  children.add(clientChild);
-  const stdout = new Response(client.stdout).text();
-  const stderr = new Response(client.stderr).text();
+  const { proc: client, child: clientChild, stdout, stderr } = spawnStreamClient([BUN, "bench/realistic.ts", "--client", "--url", server.url, "--key", key, "--n", String(options.streams)]);
   const spawnedAt = Date.now();
   const samples: { at: number; rss: number }[] = [];
   let running = true;

@@ -12,7 +12,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Subprocess } from "bun";
 import { chatBody, percentile, type OpenStreamsResult } from "./stream-client.ts";
 import { seedUsage, type SeededUsage } from "./seed-usage.ts";
 import { runPluginsCase } from "./plugins-case.ts";
@@ -22,6 +21,7 @@ import { ensurePortkey, portkeyTarget, startPortkey, type PortkeyInstall } from 
 import {
   BUN,
   LIFTED_FETCH_CAP,
+  spawnStreamClient,
   ROOT,
   UPSTREAM_KEY,
   cannon,
@@ -144,17 +144,7 @@ async function openStreamsAgainst(label: string, server: Child, key: string, n: 
   const pid = server.proc.pid;
   const baselineRssMb = rssMb(pid);
   let peakRssMb = baselineRssMb;
-  const client = Bun.spawn({
-    cmd: [BUN, "bench/stream-client.ts", "--url", server.url, "--key", key, "--n", String(n), "--chunk-delay-ms", String(chunkDelayMs)],
-    cwd: ROOT,
-    env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: LIFTED_FETCH_CAP } as Record<string, string>,
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const clientChild: Child = { name: "stream client", proc: client as Subprocess<"ignore", "pipe", "pipe">, url: "", output: () => "" };
-  children.add(clientChild);
-  const stdout = new Response(client.stdout).text();
-  const stderr = new Response(client.stderr).text();
+  const { proc: client, child: clientChild, stdout, stderr } = spawnStreamClient([BUN, "bench/stream-client.ts", "--url", server.url, "--key", key, "--n", String(n), "--chunk-delay-ms", String(chunkDelayMs)]);
   let running = true;
   void client.exited.then(() => (running = false));
   while (running) {
