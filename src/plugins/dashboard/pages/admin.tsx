@@ -7,7 +7,8 @@ import { storeCall } from "../../storage/http-errors.ts";
 import { CREDIT_KINDS, USER_ROLES, type Account, type PlanCycle } from "../../storage/repository.ts";
 import { HIDDEN, type Form, type OperatorViewer, type PageModule } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
-import { preSession, preSessionAccepted, signedIn } from "../pre-session.ts";
+import { preSessionAccepted, signedIn } from "../pre-session.ts";
+import { preSessionPage } from "../pre-session-page.tsx";
 import { createSignInLimits } from "../sign-in-limits.ts";
 import { field, html, redirect } from "../web.ts";
 
@@ -57,25 +58,24 @@ export const adminPages: PageModule = (app, deps) => {
 
   // ---- sign-in and sign-out ------------------------------------------------------------------------------
 
-  async function signInForm(request: Request, notice?: { status: number; text: string }): Promise<Response> {
-    const pre = preSession(request, deps.config.secure_cookie);
-    return html(
-      <Layout title="Operator sign-in">
-        {notice ? <Notice kind="error" text={notice.text} /> : ""}
-        <form method="post" action="/dashboard/admin/sign-in" class="stack">
-          <CsrfField token={pre.token} />
-          <label>
-            Admin token
-            <input type="password" name="token" autocomplete="current-password" required maxlength={String(TOKEN_MAX)} />
-          </label>
-          <button type="submit">Sign in</button>
-        </form>
+  function signInForm(request: Request, notice?: { status: number; text: string }): Promise<Response> {
+    return preSessionPage(request, deps.config.secure_cookie, {
+      title: "Operator sign-in",
+      action: "/dashboard/admin/sign-in",
+      submit: "Sign in",
+      notice,
+      fields: (
+        <label>
+          Admin token
+          <input type="password" name="token" autocomplete="current-password" required maxlength={String(TOKEN_MAX)} />
+        </label>
+      ),
+      after: (
         <p class="muted">
           People of an account: <a href="/dashboard/sign-in">sign in with email and password</a>.
         </p>
-      </Layout>,
-      { status: notice?.status ?? 200, headers: pre.cookie ? { "set-cookie": pre.cookie } : {} },
-    );
+      ),
+    });
   }
 
   app

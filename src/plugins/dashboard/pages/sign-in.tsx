@@ -2,25 +2,24 @@ import { InvalidRequestError } from "../../../core/errors.ts";
 import { RecordConflictError } from "../../storage/errors.ts";
 import { newUser, normalizeEmail, verifyAgainstNothing, verifyPassword } from "../../auth/users.ts";
 import { HIDDEN, type DashboardDeps, type PageModule } from "../deps.ts";
-import { CsrfField, Layout, Notice } from "../layout.tsx";
-import { preSession as preSessionOf, preSessionAccepted, signedIn } from "../pre-session.ts";
+import { preSessionAccepted, signedIn } from "../pre-session.ts";
+import { preSessionPage } from "../pre-session-page.tsx";
 import { createSignInLimits } from "../sign-in-limits.ts";
-import { field, html, redirect } from "../web.ts";
+import { field, redirect } from "../web.ts";
 
 /** Sign in, sign out and (when the config allows it) sign up: the pages before a session exists. */
 export const signInPages: PageModule = (app, deps) => {
   const limits = createSignInLimits(deps.config.sign_in_limits, deps.now);
   const { sessions } = deps;
 
-  const preSession = (request: Request) => preSessionOf(request, deps.config.secure_cookie);
-
-  async function signInForm(request: Request, notice?: { status: number; text: string }, email = ""): Promise<Response> {
-    const pre = preSession(request);
-    return html(
-      <Layout title="Sign in">
-        {notice ? <Notice kind="error" text={notice.text} /> : ""}
-        <form method="post" action="/dashboard/sign-in" class="stack">
-          <CsrfField token={pre.token} />
+  function signInForm(request: Request, notice?: { status: number; text: string }, email = ""): Promise<Response> {
+    return preSessionPage(request, deps.config.secure_cookie, {
+      title: "Sign in",
+      action: "/dashboard/sign-in",
+      submit: "Sign in",
+      notice,
+      fields: (
+        <>
           <label>
             Email
             <input type="email" name="email" autocomplete="username" required value={email} />
@@ -29,21 +28,23 @@ export const signInPages: PageModule = (app, deps) => {
             Password
             <input type="password" name="password" autocomplete="current-password" required />
           </label>
-          <button type="submit">Sign in</button>
-        </form>
-        {deps.config.signup ? (
-          <p>
-            No account yet? <a href="/dashboard/sign-up">Create an account</a>
+        </>
+      ),
+      after: (
+        <>
+          {deps.config.signup ? (
+            <p>
+              No account yet? <a href="/dashboard/sign-up">Create an account</a>
+            </p>
+          ) : (
+            ""
+          )}
+          <p class="muted">
+            Operators: <a href="/dashboard/admin/sign-in">sign in with the admin token</a>.
           </p>
-        ) : (
-          ""
-        )}
-        <p class="muted">
-          Operators: <a href="/dashboard/admin/sign-in">sign in with the admin token</a>.
-        </p>
-      </Layout>,
-      { status: notice?.status ?? 200, headers: pre.cookie ? { "set-cookie": pre.cookie } : {} },
-    );
+        </>
+      ),
+    });
   }
 
   app
@@ -96,13 +97,14 @@ export const signInPages: PageModule = (app, deps) => {
 
   if (!deps.config.signup) return;
 
-  async function signUpForm(request: Request, notice?: { status: number; text: string }, values = { name: "", email: "" }): Promise<Response> {
-    const pre = preSession(request);
-    return html(
-      <Layout title="Create an account">
-        {notice ? <Notice kind="error" text={notice.text} /> : ""}
-        <form method="post" action="/dashboard/sign-up" class="stack">
-          <CsrfField token={pre.token} />
+  function signUpForm(request: Request, notice?: { status: number; text: string }, values = { name: "", email: "" }): Promise<Response> {
+    return preSessionPage(request, deps.config.secure_cookie, {
+      title: "Create an account",
+      action: "/dashboard/sign-up",
+      submit: "Create account",
+      notice,
+      fields: (
+        <>
           <label>
             Account name
             <input name="name" required maxlength="200" value={values.name} />
@@ -115,12 +117,10 @@ export const signInPages: PageModule = (app, deps) => {
             Password
             <input type="password" name="password" autocomplete="new-password" required minlength="10" />
           </label>
-          <button type="submit">Create account</button>
-        </form>
-        <p class="muted">The account starts with a zero balance.</p>
-      </Layout>,
-      { status: notice?.status ?? 200, headers: pre.cookie ? { "set-cookie": pre.cookie } : {} },
-    );
+        </>
+      ),
+      after: <p class="muted">The account starts with a zero balance.</p>,
+    });
   }
 
   app
