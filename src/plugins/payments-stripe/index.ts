@@ -17,7 +17,7 @@ export default definePlugin({
   requires: ["storage", "payments", "budget"],
   configSchema: StripeConfigSchema,
   checkConfig: checkStripeConfig,
-  setup(config, host) {
+  async setup(config, host) {
     if (config.secret_key === "") {
       host.log.info("card payments off: STRIPE_SECRET_KEY is not set");
       return {};
@@ -27,7 +27,7 @@ export default definePlugin({
     const store = host.service("storage");
     const payments = host.service("payments");
     const budget = host.service("budget");
-    const stripe = createStripeClient(config);
+    const stripe = await createStripeClient(config);
 
     const processor: PaymentProcessor = {
       name: "stripe",
