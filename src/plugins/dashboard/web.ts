@@ -1,3 +1,4 @@
+import { nanoToUsdString, type NanoUsd } from "../../core/money.ts";
 import type { Viewer } from "./session.ts";
 
 /** Headers of every dashboard page: no caching of account data, no framing, scripts only from the gateway. */
@@ -35,4 +36,12 @@ export function userOf(viewer: Viewer | null): Extract<Viewer, { kind: "user" }>
 export function field(form: Record<string, unknown> | undefined, name: string): string {
   const value = form?.[name];
   return typeof value === "string" ? value.trim() : "";
+}
+
+/** A nano-USD amount as exact USD: "$0.000123456", "$12.50", "-$3.00" (at least two decimals, never through a float). */
+export function usd(nano: NanoUsd): string {
+  const text = nanoToUsdString(nano);
+  const negative = text.startsWith("-");
+  const [whole, fraction = ""] = (negative ? text.slice(1) : text).split(".");
+  return `${negative ? "-" : ""}$${whole}.${fraction.padEnd(2, "0")}`;
 }

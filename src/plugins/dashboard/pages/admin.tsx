@@ -1,5 +1,5 @@
 import { ConflictError, GatewayError, InvalidRequestError, NotFoundError } from "../../../core/errors.ts";
-import { nanoToUsdString, usdToNano, type NanoUsd } from "../../../core/money.ts";
+import { usdToNano } from "../../../core/money.ts";
 import { creditAccount } from "../../admin/credit.ts";
 import { ID_PATTERN } from "../../admin/schema.ts";
 import { checkPassword, checkRole, newUser, normalizeEmail } from "../../auth/users.ts";
@@ -10,7 +10,7 @@ import { CsrfField, Layout, Notice } from "../layout.tsx";
 import { preSessionAccepted, signedIn } from "../pre-session.ts";
 import { preSessionPage } from "../pre-session-page.tsx";
 import { createSignInLimits } from "../sign-in-limits.ts";
-import { field, html, redirect } from "../web.ts";
+import { field, html, redirect, usd } from "../web.ts";
 
 /** Accounts per page of the operators' list (each row reads its totals and users: kept small). */
 const PAGE_SIZE = 50;
@@ -502,12 +502,6 @@ export const adminPages: PageModule = (app, deps) => {
 
 function accountPath(id: string): string {
   return `/dashboard/admin/accounts/${encodeURIComponent(id)}`;
-}
-
-/** Exact USD of a nano-USD figure: "$12.50", "$0.000123456", "-$20.00" (at least 2 decimals, never through a float). */
-export function usd(nano: NanoUsd): string {
-  const [whole, fraction = ""] = nanoToUsdString(Math.abs(nano)).split(".");
-  return `${nano < 0 ? "-" : ""}$${whole}.${fraction.padEnd(2, "0")}`;
 }
 
 /** A time as "2025-01-31 14:05 UTC". */

@@ -8,8 +8,7 @@ import { microToDecimal } from "../../payments/views.ts";
 import type { LedgerEntry, PlanCycle, Topup, TopupMethod } from "../../storage/repository.ts";
 import { HIDDEN, type DashboardDeps, type Form, type PageModule, type UserViewer } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
-import { field, html, redirect } from "../web.ts";
-import { usd } from "./usage.tsx";
+import { field, html, redirect, usd } from "../web.ts";
 
 /** The account's newest top-ups shown on the Billing page. */
 const TOPUPS_SHOWN = 20;

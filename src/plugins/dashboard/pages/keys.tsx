@@ -1,5 +1,5 @@
 import { InvalidRequestError, NotFoundError } from "../../../core/errors.ts";
-import { nanoToUsdString, usdToNano, type NanoUsd } from "../../../core/money.ts";
+import { usdToNano, type NanoUsd } from "../../../core/money.ts";
 import { parseTimestamp } from "../../admin/timestamp.ts";
 import { MAX_AMOUNT_USD, MAX_RATE_LIMIT, PRINTABLE } from "../../admin/schema.ts";
 import { generateApiKey, hashApiKey, maskApiKey } from "../../auth/keys.ts";
@@ -9,7 +9,7 @@ import type { ApiKey, NewApiKey } from "../../storage/repository.ts";
 import { HIDDEN, type DashboardDeps, type Form, type PageModule, type UserViewer } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
 import { randomToken, sha256 } from "../session.ts";
-import { field, html, redirect } from "../web.ts";
+import { field, html, redirect, usd } from "../web.ts";
 
 /** Keys shown on one page (each costs two small reads: its spend and its newest request). */
 export const KEYS_PER_PAGE = 100;
@@ -337,14 +337,6 @@ function Expiry(props: { at: number }): JSX.Element {
       {`${new Date(props.at - DAY_MS).toISOString().slice(0, 10)} (end of day UTC)`}
     </time>
   );
-}
-
-/** "$0.000123456", "$0.50", "$12.00": exact to the nano-dollar, at least two decimals. */
-export function usd(nano: NanoUsd): string {
-  const text = nanoToUsdString(nano);
-  const dot = text.indexOf(".");
-  if (dot === -1) return `$${text}.00`;
-  return "$" + (text.length - dot - 1 < 2 ? text + "0" : text);
 }
 
 function rateLimits(key: ApiKey): string {

@@ -1,9 +1,8 @@
 import { Html } from "@kitajs/html";
-import { nanoToUsdString, type NanoUsd } from "../../../core/money.ts";
 import type { ApiKey, Generation, GenerationQuery, GenerationStatus } from "../../storage/repository.ts";
 import { HIDDEN, type DashboardDeps, type PageModule, type UserViewer } from "../deps.ts";
 import { Layout, Notice } from "../layout.tsx";
-import { html, isHtmx } from "../web.ts";
+import { html, isHtmx, usd } from "../web.ts";
 
 /**
  * The request log of the viewer's account: one row per request, newest first, PAGE_SIZE a page, narrowed by
@@ -37,14 +36,6 @@ interface LogsQuery {
 }
 
 class BadQuery extends Error {}
-
-/** An exact USD figure: every nano-dollar shown, trailing zeros trimmed to at least two decimals. */
-export function formatUsd(nano: NanoUsd): string {
-  const text = nanoToUsdString(nano);
-  const dot = text.indexOf(".");
-  const padded = dot === -1 ? text + ".00" : text.length - dot < 3 ? text + "0" : text;
-  return padded.startsWith("-") ? "-$" + padded.slice(1) : "$" + padded;
-}
 
 function isoUtc(ms: number): string {
   return new Date(ms).toISOString();
@@ -234,7 +225,7 @@ function LogTable(props: { rows: readonly Generation[]; keys: ReadonlyMap<string
                   <td class="num">{String(g.promptTokens)}</td>
                   <td class="num">{String(g.completionTokens)}</td>
                   <td class="num">{String(g.cachedTokens)}</td>
-                  <td class="num">{formatUsd(g.totalCost)}</td>
+                  <td class="num">{usd(g.totalCost)}</td>
                   <td safe>{statusText(g)}</td>
                 </tr>
                 <tr id={`d-${i}`} class="detail-slot"></tr>
@@ -302,13 +293,13 @@ function Detail(props: { g: Generation; keyName: string }): JSX.Element {
         />
         <Facts
           items={[
-            ["Input cost", formatUsd(g.inputCost)],
-            ["Cache read cost", formatUsd(g.cacheReadCost)],
-            ["Cache write cost", formatUsd(g.cacheWriteCost)],
-            ["Output cost", formatUsd(g.outputCost)],
-            ["Total cost", formatUsd(g.totalCost)],
-            ["Unbilled", formatUsd(g.unbilledCost ?? 0)],
-            ["Cache discount", formatUsd(g.cacheDiscount ?? 0)],
+            ["Input cost", usd(g.inputCost)],
+            ["Cache read cost", usd(g.cacheReadCost)],
+            ["Cache write cost", usd(g.cacheWriteCost)],
+            ["Output cost", usd(g.outputCost)],
+            ["Total cost", usd(g.totalCost)],
+            ["Unbilled", usd(g.unbilledCost ?? 0)],
+            ["Cache discount", usd(g.cacheDiscount ?? 0)],
           ]}
         />
       </div>

@@ -1,18 +1,10 @@
 import { InvalidRequestError } from "../../../core/errors.ts";
-import { nanoToUsdString, type NanoUsd } from "../../../core/money.ts";
 import { HIDDEN, type PageModule, type UserViewer } from "../deps.ts";
 import { CsrfField, Layout, Notice } from "../layout.tsx";
 import { createRouteProof, type ProofResult, type ProofState, type RouteProof } from "../route-proof.ts";
-import { field, html, redirect } from "../web.ts";
+import { field, html, redirect, usd } from "../web.ts";
 
 const PATH = "/dashboard/route-proof";
-
-/** Exact USD of a nano-USD amount, at least two decimals: $0.000123456, $1.50. */
-export function usd(nano: NanoUsd): string {
-  const text = nanoToUsdString(nano);
-  const [whole, fraction = ""] = text.split(".");
-  return `$${whole}.${fraction.padEnd(2, "0")}`;
-}
 
 /** The route proof page: run the fixed prompt once through a chosen model, paid by the house. */
 export const routeProofPages: PageModule = (app, deps) => {

@@ -1,23 +1,14 @@
-import { nanoToUsdString, type NanoUsd } from "../../../core/money.ts";
+import type { NanoUsd } from "../../../core/money.ts";
 import { parseUtcDay, usageWindow, utcDayString } from "../../cost-api/dates.ts";
 import type { UsageRow } from "../../storage/repository.ts";
 import { HIDDEN, type PageModule } from "../deps.ts";
 import { Layout } from "../layout.tsx";
-import { html } from "../web.ts";
+import { html, usd } from "../web.ts";
 
 const DAY_MS = 86_400_000;
 /** The windows the page offers, in days ending today (UTC); the default is the API's (30 days). */
 export const USAGE_WINDOWS = [7, 30, 92] as const;
 const DEFAULT_DAYS = 30;
-
-/** A nano-USD amount as exact USD: "$0.000123456", "$12.50", "-$3.00" (at least two decimals, never through a float). */
-export function usd(nano: NanoUsd): string {
-  const text = nanoToUsdString(nano);
-  const negative = text.startsWith("-");
-  const abs = negative ? text.slice(1) : text;
-  const [whole, fraction = ""] = abs.split(".");
-  return `${negative ? "-" : ""}$${whole}.${fraction.padEnd(2, "0")}`;
-}
 
 /** A whole number with thousands separators (1,234,567). */
 export function count(value: number): string {
