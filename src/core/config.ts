@@ -1,5 +1,6 @@
 import { readFileSync, existsSync, readdirSync } from "node:fs";
 import { resolve, join } from "node:path";
+import { availableParallelism } from "node:os";
 import { parse as parseYaml } from "yaml";
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
@@ -44,6 +45,11 @@ export const ServerConfigSchema = Type.Object({
    * as a list (what ${TRUSTED_PROXIES} expands to).
    */
   trusted_proxies: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+  /**
+   * Processes serving the port (docs/workers.md): 1 = this process alone; N > 1 = a primary and N workers sharing
+   * the port (SO_REUSEPORT); "auto" = one per CPU core available.
+   */
+  workers: Type.String({ pattern: "^(auto|[1-9][0-9]{0,2})$", default: "1" }),
 });
 export type ServerConfig = Static<typeof ServerConfigSchema>;
 
@@ -57,6 +63,11 @@ export interface GatewayConfig {
   server: ServerConfig;
   /** Enabled plugins in pipeline order, configs validated. */
   plugins: LoadedPlugin[];
+}
+
+/** How many worker processes `server.workers` asks for ("auto": the cores this process may use). */
+export function workerCount(server: ServerConfig): number {
+  return server.workers === "auto" ? availableParallelism() : Number(server.workers);
 }
 
 /** A configuration problem: one line naming the file, the plugin and the field. */

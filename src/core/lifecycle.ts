@@ -1,11 +1,12 @@
 import { loadConfig, defaultConfigFile, ConfigError, type GatewayConfig } from "./config.ts";
-import { createLogger, type Logger } from "./log.ts";
+import { createLogger, logAsWorker, type Logger } from "./log.ts";
 import { Pipeline, type Stage } from "./pipeline.ts";
 import { createApp } from "./app.ts";
 import { startIdleMemoryRelease } from "./idle-memory.ts";
 import { registerSecret } from "./secrets.ts";
 import { unservedModels } from "./readiness.ts";
 import type { PluginHost, Services } from "./plugin.ts";
+import { connectToPrimary, WORKER_PORT_ENV, workerIndex, type WorkerLink } from "./workers.ts";
 
 export interface RunningGateway {
   /** A URL this machine can reach the gateway at (127.0.0.1 when it listens on every interface). */
@@ -18,6 +19,8 @@ export interface RunningGateway {
   service<K extends keyof Services>(name: K): Services[K] | undefined;
   /** Graceful stop: no new connections, drain in-flight requests, close plugins (flush). */
   stop(): Promise<void>;
+  /** This process is one of several workers (core/primary.ts): `onPrimaryGone` is told when its primary dies. */
+  worker: (WorkerLink & { onPrimaryGone(handler: () => void): void }) | null;
 }
 
 /** Loads the configuration, sets plugins up in pipeline order and listens. */
@@ -28,25 +31,29 @@ export async function startGateway(
   const env = options.env ?? process.env;
   const config = await loadConfig(options.configFile ?? defaultConfigFile(env), env);
   const now = options.now ?? Date.now;
-  const port = options.port ?? config.server.port;
+  const index = workerIndex(env);
+  const worker = index === null ? null : connectToPrimary(index, Number(env.GATEWAY_WORKERS) || 1);
+  const port = worker ? Number(env[WORKER_PORT_ENV]) : (options.port ?? config.server.port);
   const hostname = config.server.hostname;
   // Before any plugin opens its database (or generates an admin token into it): a second gateway on the same
-  // port stops here, having touched nothing.
-  probePort(hostname, port, config.file);
-  const stages = await setupPlugins(config, env, now, log);
-  warnUnserved(stages, log);
+  // port stops here, having touched nothing. A worker's primary checked it; its siblings share the port.
+  if (!worker) probePort(hostname, port, config.file);
+  if (worker) logAsWorker(worker.index);
+  const stages = await setupPlugins(config, env, now, log, worker);
+  if (!worker || worker.index === 0) warnUnserved(stages, log); // once per host, not once per worker
   const pipeline = new Pipeline(stages, config.server, log, now);
   const app = createApp(stages, pipeline, config.server, log);
   try {
     // No SO_REUSEPORT (Elysia's default): a second gateway on a taken port must fail here, not share the
-    // port and split the requests between two databases.
-    app.listen({ port, hostname, idleTimeout: 0, reusePort: false });
+    // port and split the requests between two databases. Workers of one primary share it on purpose.
+    app.listen({ port, hostname, idleTimeout: 0, reusePort: worker !== null });
   } catch (error) {
     await closePlugins(stages, log);
     throw listenError(config.file, hostname, port, error);
   }
   const server = app.server!;
   pipeline.attachServer(server);
+  worker?.ready();
   const idleMemory = startIdleMemoryRelease(() => pipeline.received, config.server.idle_memory_release_ms);
   const boundPort = server.port ?? port;
   let stopping: Promise<void> | undefined;
@@ -57,6 +64,7 @@ export async function startGateway(
     config,
     service: (name) => stages.find((stage) => stage.name === name)?.instance.provides as never,
     stop: () => (stopping ??= drainAndClose()),
+    worker,
   };
 
   async function drainAndClose() {
@@ -84,7 +92,7 @@ function listenError(file: string, hostname: string, port: number, error: unknow
 }
 
 /** Binds the port for a moment and lets it go: fails with a ListenError when it is taken. Port 0 takes any free port. */
-function probePort(hostname: string, port: number, file: string): void {
+export function probePort(hostname: string, port: number, file: string): void {
   if (port === 0) return;
   try {
     Bun.serve({ hostname, port, reusePort: false, fetch: () => new Response(null, { status: 503 }) }).stop(true);
@@ -133,7 +141,7 @@ async function closePlugins(stages: Stage[], log: Logger): Promise<void> {
   }
 }
 
-async function setupPlugins(config: GatewayConfig, env: Record<string, string | undefined>, now: () => number, log: Logger): Promise<Stage[]> {
+async function setupPlugins(config: GatewayConfig, env: Record<string, string | undefined>, now: () => number, log: Logger, workers: WorkerLink | null): Promise<Stage[]> {
   const stages: Stage[] = [];
   const provided = new Map<string, unknown>();
   const host: PluginHost = {
@@ -143,6 +151,7 @@ async function setupPlugins(config: GatewayConfig, env: Record<string, string | 
     log,
     has: (name) => config.plugins.some((plugin) => plugin.definition.name === name),
     secret: registerSecret,
+    workers,
     service<K extends keyof Services>(name: K): Services[K] {
       if (!provided.has(name as string)) throw new Error(`plugin "${String(name)}" is not enabled before this plugin, or provides nothing`);
       return provided.get(name as string) as Services[K];

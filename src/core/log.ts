@@ -79,6 +79,14 @@ function scrubDiagnostic(line: string): string {
   return out.replace(SHA256_HEX, REDACTED);
 }
 
+/** The worker index of this process (core/workers.ts), on every line; undefined (left out of the JSON) in a gateway of one process. */
+let workerField: number | undefined;
+
+/** Every line of this process names its worker from now on. */
+export function logAsWorker(index: number): void {
+  workerField = index;
+}
+
 export interface LoggerOptions {
   silent?: boolean;
   /** Where lines go (each a JSON object and a newline); default stdout, gathered per turn of the event loop. */
@@ -90,7 +98,7 @@ export function createLogger(tag = "core", options: LoggerOptions = {}): Logger 
   const out = options.sink ?? emit;
   function write(level: string, message: string, fields?: Record<string, unknown>) {
     if (quiet) return;
-    out(scrubDiagnostic(JSON.stringify({ time: new Date().toISOString(), level, tag, message, ...fields })) + "\n");
+    out(scrubDiagnostic(JSON.stringify({ time: new Date().toISOString(), level, tag, worker: workerField, message, ...fields })) + "\n");
   }
   return {
     info: (message, fields) => write("info", message, fields),
@@ -99,12 +107,12 @@ export function createLogger(tag = "core", options: LoggerOptions = {}): Logger 
     // The access line, once per request: only the substring searches of `redact` (no regex unless a key shape is there).
     request(fields) {
       if (quiet) return;
-      out(redact(JSON.stringify({ time: new Date().toISOString(), level: "info", tag, message: "request", ...fields })) + "\n");
+      out(redact(JSON.stringify({ time: new Date().toISOString(), level: "info", tag, worker: workerField, message: "request", ...fields })) + "\n");
     },
     audit: (fields) => write("info", "audit", fields),
     reveal(message, fields) {
       if (quiet) return;
-      out(JSON.stringify({ time: new Date().toISOString(), level: "warn", tag, message, ...fields }) + "\n");
+      out(JSON.stringify({ time: new Date().toISOString(), level: "warn", tag, worker: workerField, message, ...fields }) + "\n");
     },
     child: (child) => createLogger(child, options),
     quiet,

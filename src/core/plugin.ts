@@ -7,6 +7,7 @@ import type { UpstreamRoute } from "./route.ts";
 import type { Logger } from "./log.ts";
 import type { AttemptRecord, Deployment } from "./deployments.ts";
 import type { UpstreamCall, UpstreamResponse } from "../transport/transport.ts";
+import type { PrimaryHost, PrimaryPart, WorkerLink } from "./workers.ts";
 
 /**
  * What plugins offer each other, keyed by plugin name. Each plugin that `provides` something adds
@@ -109,6 +110,12 @@ export interface PluginHost {
    * error answers and log lines (core/secrets.ts). Missing values and values under 8 characters are ignored.
    */
   secret(value: string | undefined): void;
+  /**
+   * The other worker processes serving this port (`server.workers` > 1, core/workers.ts), or null in a gateway of
+   * one process. What a plugin keeps in memory is per process: it shares it through this link, or says in its
+   * README that it is per worker. Only worker 0 (the leader) runs once-per-host duties (pollers, sweeps).
+   */
+  readonly workers: WorkerLink | null;
 }
 
 /** An answer of a route outside the pipeline: the route pattern and path parameters when one matched. */
@@ -201,6 +208,11 @@ export interface PluginDefinition<S extends TSchema = TSchema, Provides = unknow
   /** A rule about the config its schema cannot say (one of two forms): the problem as "/field: what is wrong", or undefined. */
   checkConfig?(config: Static<S>): string | undefined;
   setup(config: Static<S>, host: PluginHost): PluginInstance<Provides> | Promise<PluginInstance<Provides>>;
+  /**
+   * With several workers (core/primary.ts): this plugin's part in the primary process, which serves no request and
+   * holds what the workers share (answers their `workers.call`). Set up before any worker starts.
+   */
+  primary?(config: Static<S>, host: PrimaryHost): PrimaryPart | Promise<PrimaryPart>;
 }
 
 /** Declares a plugin; importing a plugin module does no I/O, only `setup` may. */

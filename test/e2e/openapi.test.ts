@@ -42,6 +42,7 @@ async function buildApp(env: Record<string, string | undefined>): Promise<{ app:
     log,
     has: (name) => config.plugins.some((plugin) => plugin.definition.name === name),
     secret: registerSecret,
+    workers: null,
     service: (name) => provided.get(name as string) as never,
   };
   for (const { definition, config: pluginConfig } of config.plugins) {

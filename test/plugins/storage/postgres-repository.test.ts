@@ -264,6 +264,7 @@ if (!ADMIN_URL) {
         },
         has: () => false,
         secret() {},
+        workers: null,
       } satisfies PluginHost;
       const instance = await storage.setup({ database_url: url, flush_interval_ms: 5, max_batch: 512 }, host);
       const repository = instance.provides as Repository;

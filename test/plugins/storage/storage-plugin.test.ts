@@ -17,6 +17,7 @@ function host(): PluginHost {
     },
     has: () => false,
     secret() {},
+    workers: null,
   };
 }
 

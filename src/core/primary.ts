@@ -1,0 +1,200 @@
+import type { Subprocess } from "bun";
+import type { GatewayConfig } from "./config.ts";
+import type { Logger } from "./log.ts";
+import { probePort } from "./lifecycle.ts";
+import { Replies, replyWith, WORKER_INDEX_ENV, WORKER_PORT_ENV, type ChannelMessage, type PrimaryHost, type PrimaryPart } from "./workers.ts";
+
+/** A worker that dies this soon after its start counts as a crash loop: the next restart waits longer. */
+const HEALTHY_AFTER_MS = 10_000;
+const MAX_RESTART_DELAY_MS = 30_000;
+
+export interface RunningPrimary {
+  /** Where the workers listen (the port chosen when the configured one is 0). */
+  port: number;
+  stop(): Promise<void>;
+}
+
+interface WorkerSlot {
+  index: number;
+  process: Subprocess | null;
+  startedAt: number;
+  restartDelayMs: number;
+  ready: boolean;
+}
+
+/**
+ * The primary of `server.workers` = N > 1 (docs/workers.md): it serves no request. It checks the port is free,
+ * sets up the plugins' `primary` parts (what the workers share), starts worker 0 (which migrates the store and
+ * makes the admin token on a first start), then the others, all on the same port with SO_REUSEPORT: the kernel
+ * spreads the connections. It restarts a worker that dies (with backoff when it keeps dying at start) and, on
+ * stop, stops them all gracefully (each drains its requests). A worker whose primary is gone stops too.
+ */
+export async function startPrimary(config: GatewayConfig, count: number, options: { log: Logger; env: Record<string, string | undefined>; now?: () => number; entry: string }): Promise<RunningPrimary> {
+  const { log, env } = options;
+  const port = config.server.port === 0 ? freePort(config.server.hostname) : config.server.port;
+  probePort(config.server.hostname, port, config.file);
+  const handlers = new Map<string, (payload: unknown, from: number) => unknown | Promise<unknown>>();
+  const replies = new Replies();
+  const slots: WorkerSlot[] = Array.from({ length: count }, (_, index) => ({ index, process: null, startedAt: 0, restartDelayMs: 1_000, ready: false }));
+  let stopping = false;
+
+  const host: PrimaryHost = {
+    env,
+    log,
+    now: options.now ?? Date.now,
+    workers: count,
+    serve(topic, handler) {
+      handlers.set(topic, handler);
+    },
+    async askAll<T>(topic: string, payload: unknown, timeoutMs = 2_000): Promise<T[]> {
+      const asked = slots.filter((slot) => slot.ready && slot.process).map((slot) => {
+        const { id, promise } = replies.open(timeoutMs, `worker ${slot.index} "${topic}"`);
+        send(slot, { t: "ask", id, topic, payload });
+        return promise as Promise<T>;
+      });
+      const settled = await Promise.allSettled(asked);
+      return settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+    },
+  };
+  const parts: { name: string; part: PrimaryPart }[] = [];
+  for (const { definition, config: pluginConfig } of config.plugins) {
+    if (!definition.primary) continue;
+    parts.push({ name: definition.name, part: await definition.primary(pluginConfig as never, { ...host, log: log.child(definition.name) }) });
+  }
+
+  function send(slot: WorkerSlot, message: ChannelMessage): void {
+    try {
+      slot.process?.send(message);
+    } catch {
+      // The worker is gone; its exit handler restarts it.
+    }
+  }
+
+  function onMessage(slot: WorkerSlot, message: ChannelMessage): void {
+    if (message.t === "call") {
+      const handler = handlers.get(message.topic);
+      replyWith((reply) => send(slot, reply), message.id, handler && (() => handler(message.payload, slot.index)), message.topic);
+    } else if (message.t === "reply") replies.settle(message);
+    else if (message.t === "pub") {
+      for (const other of slots) if (other !== slot && other.ready) send(other, message);
+    } else if (message.t === "ready") {
+      slot.ready = true;
+      onReady?.(slot);
+    }
+  }
+
+  let onReady: ((slot: WorkerSlot) => void) | null = null;
+  let onExit: ((slot: WorkerSlot, code: number | null) => void) | null = null;
+
+  function spawn(slot: WorkerSlot): void {
+    slot.ready = false;
+    slot.startedAt = Date.now();
+    slot.process = Bun.spawn([process.execPath, options.entry], {
+      env: { ...workerEnv(env, count, port), [WORKER_INDEX_ENV]: String(slot.index) },
+      stdio: ["ignore", "inherit", "inherit"],
+      ipc: (message) => onMessage(slot, message as ChannelMessage),
+      onExit: (_, code) => {
+        slot.process = null;
+        slot.ready = false;
+        onExit?.(slot, code);
+      },
+    });
+  }
+
+  /** Starts `slot` and resolves once it listens; rejects with its exit code when it dies first. */
+  function startOne(slot: WorkerSlot): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const previousReady = onReady;
+      const previousExit = onExit;
+      spawn(slot);
+      onReady = (ready) => (ready === slot ? resolve() : previousReady?.(ready));
+      onExit = (exited, code) => (exited === slot ? reject(new WorkerStartError(slot.index, code)) : previousExit?.(exited, code));
+    });
+  }
+
+  try {
+    // Worker 0 first: it migrates the store and makes the admin token; the others find both done.
+    await startOne(slots[0]!);
+    await Promise.all(slots.slice(1).map(startOne));
+  } catch (error) {
+    stopping = true;
+    await stopAll();
+    await closeParts();
+    throw error;
+  }
+  onReady = null;
+  onExit = (slot, code) => {
+    if (stopping) return;
+    const healthy = Date.now() - slot.startedAt >= HEALTHY_AFTER_MS;
+    slot.restartDelayMs = healthy ? 1_000 : Math.min(slot.restartDelayMs * 2, MAX_RESTART_DELAY_MS);
+    log.error("worker exited; restarting it", { worker: slot.index, exit_code: code, restart_in_ms: slot.restartDelayMs });
+    setTimeout(() => {
+      if (!stopping) spawn(slot);
+    }, slot.restartDelayMs);
+  };
+
+  async function stopAll(): Promise<void> {
+    const exits = slots.filter((slot) => slot.process).map((slot) => {
+      const child = slot.process!;
+      child.kill("SIGTERM");
+      return child.exited;
+    });
+    await Promise.all(exits);
+  }
+
+  async function closeParts(): Promise<void> {
+    for (const { name, part } of parts.reverse()) {
+      try {
+        await part.close?.();
+      } catch (error) {
+        log.error("plugin close failed", { plugin: name, error: String(error) });
+      }
+    }
+  }
+
+  let stopped: Promise<void> | undefined;
+  return {
+    port,
+    stop: () =>
+      (stopped ??= (async () => {
+        stopping = true;
+        await stopAll();
+        replies.failAll("stopping");
+        await closeParts();
+      })()),
+  };
+}
+
+/** A worker died before it listened: the gateway does not start (its own lines say why). */
+export class WorkerStartError extends Error {
+  override name = "WorkerStartError";
+  constructor(
+    readonly worker: number,
+    readonly exitCode: number | null,
+  ) {
+    super(`worker ${worker} exited with code ${exitCode} before it listened`);
+  }
+}
+
+/**
+ * What every worker runs with: the chosen port, and on SQLite budget holds as rows of the file (`shared`), the
+ * only mode in which several processes may use one file. The Postgres pool is split so that N workers together
+ * open what one process would (unless DATABASE_POOL_SIZE says otherwise).
+ */
+function workerEnv(env: Record<string, string | undefined>, count: number, port: number): Record<string, string | undefined> {
+  return {
+    ...env,
+    [WORKER_PORT_ENV]: String(port),
+    GATEWAY_WORKERS: String(count),
+    SQLITE_HOLDS: env.SQLITE_HOLDS || "shared",
+    DATABASE_POOL_SIZE: env.DATABASE_POOL_SIZE || String(Math.max(4, Math.ceil(20 / count))),
+  };
+}
+
+/** A port nobody listens on now, for `port: 0` (tests): every worker must bind the same one. */
+function freePort(hostname: string): number {
+  const probe = Bun.serve({ hostname, port: 0, fetch: () => new Response(null, { status: 503 }) });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
+}
