@@ -23,6 +23,11 @@ export interface WorkerLink {
   answer(topic: string, handler: (payload: unknown) => unknown | Promise<unknown>): void;
 }
 
+/** Whether this process runs the once-per-host duties (pollers, sweeps): a gateway of one process, or worker 0. */
+export function runsHostDuties(workers: WorkerLink | null): boolean {
+  return workers === null || workers.index === 0;
+}
+
 /** What a plugin's `primary` part gets in the primary process. */
 export interface PrimaryHost {
   readonly env: Readonly<Record<string, string | undefined>>;

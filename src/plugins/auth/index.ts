@@ -6,6 +6,9 @@ import type { GatewayContext } from "../../core/context.ts";
 import type { AuthService, Principal } from "./principal.ts";
 import { hashApiKey } from "./keys.ts";
 
+/** What a worker tells the others when a key changed (deleted, blocked): its hash, to drop from their caches. */
+const FORGET_TOPIC = "auth.forget";
+
 /** Verifies the caller's key (Bearer or x-api-key) against hashed keys, with a cache. */
 export default definePlugin({
   name: "auth",
@@ -51,8 +54,11 @@ export default definePlugin({
       },
       forget(keyHash: string) {
         cache.delete(keyHash);
+        host.workers?.publish(FORGET_TOPIC, keyHash);
       },
     };
+    // A key revoked through another worker of this port is refused here at once too, not after cache_ttl_ms.
+    host.workers?.subscribe(FORGET_TOPIC, (keyHash) => cache.delete(keyHash as string));
 
     return {
       provides: auth,

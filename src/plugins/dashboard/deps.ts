@@ -9,6 +9,7 @@ import type { Catalog } from "../catalog/catalog.ts";
 import type { PaymentsService } from "../payments/processor.ts";
 import type { Repository, UserRole } from "../storage/repository.ts";
 import { Layout, Notice } from "./layout.tsx";
+import type { DashboardCounters } from "./counters.ts";
 import type { DashboardConfig } from "./schema.ts";
 import { csrfAccepted, type Sessions, type Viewer } from "./session.ts";
 import { html, redirect } from "./web.ts";
@@ -34,6 +35,8 @@ export interface DashboardDeps {
   admin: AdminService | undefined;
   gateway: Gateway;
   sessions: Sessions;
+  /** Sign-in limits and the route proofs' hourly cap, one per host (counters.ts). */
+  counters: DashboardCounters;
   log: Logger;
   now: () => number;
   /** A GET page for a signed-in user of an account; without a session: to the sign-in page. */

@@ -1,4 +1,5 @@
 import { definePlugin } from "../../core/plugin.ts";
+import { runsHostDuties } from "../../core/workers.ts";
 import { assetResponse } from "./assets.ts";
 import { createGuards, HIDDEN, type DashboardDeps, type PageModule } from "./deps.ts";
 import { adminPages } from "./pages/admin.tsx";
@@ -8,6 +9,7 @@ import { logsPages } from "./pages/logs.tsx";
 import { routeProofPages } from "./pages/route-proof.tsx";
 import { signInPages } from "./pages/sign-in.tsx";
 import { usagePages } from "./pages/usage.tsx";
+import { createCounters, serveCounters } from "./counters.ts";
 import { DashboardConfig } from "./schema.ts";
 import { createSessions } from "./session.ts";
 
@@ -25,13 +27,19 @@ export default definePlugin({
   name: "dashboard",
   requires: ["storage", "auth"],
   configSchema: DashboardConfig,
+  primary(config, host) {
+    serveCounters(config, host);
+    return {};
+  },
   setup(config, host) {
     const store = host.service("storage");
     const sessions = createSessions(store, config, host.now);
-    const sweep = setInterval(function sweepExpiredSessions() {
+    const counters = createCounters(config, host.now, host.workers);
+    // Once per host: with several workers only worker 0 sweeps.
+    const sweep = !runsHostDuties(host.workers) ? null : setInterval(function sweepExpiredSessions() {
       store.deleteExpiredSessions(host.now()).catch((error) => host.log.warn("expired sessions not swept", { error: String(error) }));
     }, SWEEP_MS);
-    sweep.unref();
+    sweep?.unref();
 
     return {
       routes(app, gateway) {
@@ -45,6 +53,7 @@ export default definePlugin({
           payments: host.has("payments") ? host.service("payments") : undefined,
           gateway,
           sessions,
+          counters,
           log: host.log,
           now: host.now,
           ...createGuards(sessions, host.log),
@@ -53,7 +62,7 @@ export default definePlugin({
         for (const register of PAGES) register(app, deps);
       },
       close() {
-        clearInterval(sweep);
+        if (sweep) clearInterval(sweep);
       },
     };
   },

@@ -45,7 +45,7 @@ export type ProofOutcome =
   /** No answer came back: the claim was released, the account may try again. */
   | { kind: "failed"; status: number; message: string };
 
-export type RouteProofDeps = Pick<DashboardDeps, "config" | "store" | "auth" | "catalog" | "gateway" | "log" | "now">;
+export type RouteProofDeps = Pick<DashboardDeps, "config" | "store" | "auth" | "catalog" | "gateway" | "log" | "now" | "counters">;
 
 /**
  * The one-off live route proof: the fixed prompt of the config, through the real pipeline, once per account,
@@ -58,21 +58,6 @@ export function createRouteProof(deps: RouteProofDeps) {
   const proof = config.route_proof;
   const float = usdToNano(proof.house_float_usd);
   let houseId: Promise<string> | undefined;
-  /** Proofs started in this hour by this instance, all accounts together: what sign-ups en masse could spend. */
-  let hour = -1;
-  let startedThisHour = 0;
-
-  function withinHourlyCap(): boolean {
-    const current = Math.floor(deps.now() / 3_600_000);
-    if (current !== hour) {
-      hour = current;
-      startedThisHour = 0;
-    }
-    if (startedThisHour >= proof.per_hour) return false;
-    startedThisHour++;
-    return true;
-  }
-
   /** The models offered: the config's list, else every chat model of the catalog. */
   function models(): string[] {
     if (proof.models.length > 0) return [...proof.models];
@@ -131,7 +116,7 @@ export function createRouteProof(deps: RouteProofDeps) {
   /** Runs the account's proof with `model`; InvalidRequestError when the model is not offered. */
   async function run(accountId: string, model: string): Promise<ProofOutcome> {
     if (!models().includes(model)) throw new InvalidRequestError("Choose one of the models offered for the route proof.");
-    if (!withinHourlyCap()) {
+    if (!(await deps.counters.takeRouteProofSlot())) {
       return { kind: "failed", status: 429, message: `route proofs are limited to ${proof.per_hour} an hour on this server; try again later` };
     }
     if (!(await claim(accountId))) {

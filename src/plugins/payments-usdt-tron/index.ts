@@ -4,6 +4,7 @@ import type { NanoUsd } from "../../core/money.ts";
 import type { PaymentProcessor, ProcessorRecord } from "../payments/processor.ts";
 import type { PaymentStore, SettingsStore } from "../storage/repository.ts";
 import { toMicro, type MatchRules, type SeenTransfer } from "./matcher.ts";
+import { runsHostDuties } from "../../core/workers.ts";
 import { createPoller, type PollSummary, type TransferSource } from "./poller.ts";
 import { checkUsdtTronConfig, UsdtTronConfig } from "./schema.ts";
 import { createTronGrid, type Trc20Transfer } from "./trongrid.ts";
@@ -147,8 +148,11 @@ export default definePlugin({
       log: host.log,
     });
     payments.register(processor);
-    poller.start();
-    host.log.info("watching for USDT transfers", { address, api_url: config.api_url, poll_ms: config.poll_ms });
+    // One poller per host: with several workers only worker 0 polls (the others still serve top-ups and pollOnce).
+    if (runsHostDuties(host.workers)) {
+      poller.start();
+      host.log.info("watching for USDT transfers", { address, api_url: config.api_url, poll_ms: config.poll_ms });
+    }
 
     return {
       provides: { address, pollOnce: () => poller.pollOnce() },

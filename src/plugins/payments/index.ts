@@ -1,4 +1,5 @@
 import { definePlugin } from "../../core/plugin.ts";
+import { runsHostDuties } from "../../core/workers.ts";
 import { GatewayError, InvalidRequestError, NotFoundError, RateLimitError, UnavailableError } from "../../core/errors.ts";
 import { createSecondWindowCounter } from "../../core/window-counter.ts";
 import type { Principal } from "../auth/principal.ts";
@@ -42,7 +43,8 @@ export default definePlugin({
     const withinLimit = config.requests_per_second > 0 ? createSecondWindowCounter(config.requests_per_second) : () => true;
 
     let sweeping = false;
-    const sweep = setInterval(function expireDueTopups() {
+    // Once per host: with several workers only worker 0 sweeps.
+    const sweep = !runsHostDuties(host.workers) ? null : setInterval(function expireDueTopups() {
       if (sweeping) return;
       sweeping = true;
       payments
@@ -53,7 +55,7 @@ export default definePlugin({
         .catch((error) => host.log.warn("top-up expiry sweep failed; the next one retries", { error: String(error) }))
         .finally(() => (sweeping = false));
     }, config.expiry_sweep_ms);
-    sweep.unref();
+    sweep?.unref();
 
     /** Key auth, the per-key rate, and store failures as 503 (as cost-api serves). */
     async function serve<T>(request: Request, answer: (principal: Principal) => Promise<T>): Promise<T> {
@@ -178,7 +180,7 @@ export default definePlugin({
           );
       },
       close() {
-        clearInterval(sweep);
+        if (sweep) clearInterval(sweep);
       },
     };
   },

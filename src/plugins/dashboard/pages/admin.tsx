@@ -9,7 +9,6 @@ import { HIDDEN, type Form, type OperatorViewer, type PageModule } from "../deps
 import { CsrfField, Layout, Notice } from "../layout.tsx";
 import { preSessionAccepted, signedIn } from "../pre-session.ts";
 import { preSessionPage } from "../pre-session-page.tsx";
-import { createSignInLimits } from "../sign-in-limits.ts";
 import { field, html, redirect, usd } from "../web.ts";
 
 /** Accounts per page of the operators' list (each row reads its totals and users: kept small). */
@@ -54,7 +53,6 @@ interface Shown {
  */
 export const adminPages: PageModule = (app, deps) => {
   const { store, sessions } = deps;
-  const limits = createSignInLimits(deps.config.sign_in_limits, deps.now);
 
   // ---- sign-in and sign-out ------------------------------------------------------------------------------
 
@@ -95,7 +93,7 @@ export const adminPages: PageModule = (app, deps) => {
         const ip = deps.gateway.clientIp(request);
         // Failures are counted per client address (a shared count would let anyone lock the operators out).
         const failures = "admin-token:" + ip;
-        const wait = limits.admit(ip, failures);
+        const wait = await deps.counters.admitSignIn("operators", ip, failures);
         if (wait > 0) {
           const minutes = Math.ceil(wait / 60);
           const response = await signInForm(request, { status: 429, text: `Too many sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.` });
@@ -104,7 +102,7 @@ export const adminPages: PageModule = (app, deps) => {
         }
         if (!deps.admin) return signInForm(request, { status: 503, text: "Operator sign-in needs the admin plugin, which is not enabled." });
         if (token.length === 0 || token.length > TOKEN_MAX || !deps.admin.tokenMatches(token)) {
-          limits.failed(failures);
+          deps.counters.failedSignIn("operators", failures);
           deps.log.warn("dashboard operator sign-in refused", { ip });
           return signInForm(request, { status: 401, text: "Wrong admin token." });
         }

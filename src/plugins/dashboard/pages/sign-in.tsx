@@ -4,12 +4,10 @@ import { newUser, normalizeEmail, verifyAgainstNothing, verifyPassword } from ".
 import { HIDDEN, type DashboardDeps, type PageModule } from "../deps.ts";
 import { preSessionAccepted, signedIn } from "../pre-session.ts";
 import { preSessionPage } from "../pre-session-page.tsx";
-import { createSignInLimits } from "../sign-in-limits.ts";
 import { field, redirect } from "../web.ts";
 
 /** Sign in, sign out and (when the config allows it) sign up: the pages before a session exists. */
 export const signInPages: PageModule = (app, deps) => {
-  const limits = createSignInLimits(deps.config.sign_in_limits, deps.now);
   const { sessions } = deps;
 
   function signInForm(request: Request, notice?: { status: number; text: string }, email = ""): Promise<Response> {
@@ -69,7 +67,7 @@ export const signInPages: PageModule = (app, deps) => {
           return signInForm(request, { status: 403, text: "This form has expired or came from another site. Try again." }, rawEmail);
         }
         const email = rawEmail.toLowerCase();
-        const wait = limits.admit(deps.gateway.clientIp(request), email);
+        const wait = await deps.counters.admitSignIn("users", deps.gateway.clientIp(request), email);
         if (wait > 0) {
           const minutes = Math.ceil(wait / 60);
           const response = await signInForm(request, { status: 429, text: `Too many sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.` }, rawEmail);
@@ -80,7 +78,7 @@ export const signInPages: PageModule = (app, deps) => {
         // An unknown email costs the same hash as a wrong password: the answer's timing tells nothing.
         const ok = user ? await verifyPassword(password, user.passwordHash) : await verifyAgainstNothing(password);
         if (!user || !ok) {
-          limits.failed(email);
+          deps.counters.failedSignIn("users", email);
           deps.log.info("dashboard sign-in refused", { ip: deps.gateway.clientIp(request) });
           return signInForm(request, { status: 401, text: "Wrong email or password." }, rawEmail);
         }
@@ -134,7 +132,7 @@ export const signInPages: PageModule = (app, deps) => {
         if (!preSessionAccepted(request, form)) {
           return signUpForm(request, { status: 403, text: "This form has expired or came from another site. Try again." }, values);
         }
-        const wait = limits.admit(deps.gateway.clientIp(request), "sign-up");
+        const wait = await deps.counters.admitSignIn("users", deps.gateway.clientIp(request), "sign-up");
         if (wait > 0) return signUpForm(request, { status: 429, text: "Too many attempts from your address. Try again later." }, values);
         if (values.name === "") return signUpForm(request, { status: 400, text: "Give the account a name." }, values);
         let created;
