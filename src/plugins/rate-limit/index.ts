@@ -4,7 +4,8 @@ import type { Principal } from "../auth/principal.ts";
 import { rateLimitConfigSchema } from "./schema.ts";
 import type { Denial, WindowStore } from "./gcra.ts";
 import { createMemoryStore } from "./memory-store.ts";
-import { createLeasedStore } from "./leases.ts";
+import { createLeasedStore, type LeasableStore } from "./leases.ts";
+import { createPrimaryStore, serveSharedWindows } from "./primary-store.ts";
 import { createPromotionalStatus } from "./promotional.ts";
 import { capBinds, limitExceeded, promptTooLarge, stricter } from "./limits.ts";
 import type { EffectiveLimits, RateLimitService } from "./service.ts";
@@ -15,6 +16,7 @@ export type { EffectiveLimits, RateLimitService } from "./service.ts";
 /**
  * Requests and tokens per minute per key (GCRA over 60 s), with the promotional caps of accounts that
  * never paid. In memory, or in Redis shared by every instance; fails closed (503) when Redis is lost.
+ * Several workers without Redis share one memory store kept by the primary process (primary-store.ts).
  */
 export default definePlugin({
   name: "rate-limit",
@@ -28,8 +30,17 @@ export default definePlugin({
     const capped = capRpm > 0 || capTpm > 0;
     const promotional = createPromotionalStatus(store, now, config.promotional_cache_ms);
     let windows: WindowStore;
-    if (!config.redis_url) windows = createMemoryStore({ now });
-    else {
+    const leased = (shared: LeasableStore): WindowStore =>
+      config.lease_ms > 0
+        ? createLeasedStore(shared, {
+            leaseMs: config.lease_ms,
+            now,
+            onGiveBackFailed: (error) => host.log.warn("rate-limit lease not given back (its units drain within a minute)", { error: String((error as Error)?.cause ?? error) }),
+          })
+        : shared;
+    let backend: "memory" | "redis" | "primary" = "memory";
+    if (config.redis_url) {
+      backend = "redis";
       // ioredis (megabytes resident) is loaded only when counts live in Redis.
       const shared = await (await import("./redis-store.ts")).createRedisStore({
         url: config.redis_url,
@@ -37,16 +48,13 @@ export default definePlugin({
         commandTimeoutMs: config.redis_command_timeout_ms,
         log: host.log,
       });
-      windows =
-        config.lease_ms > 0
-          ? createLeasedStore(shared, {
-              leaseMs: config.lease_ms,
-              now,
-              onGiveBackFailed: (error) => host.log.warn("rate-limit lease not given back (its units drain within a minute)", { error: String((error as Error)?.cause ?? error) }),
-            })
-          : shared;
-    }
-    host.log.info("rate-limit windows", { backend: config.redis_url ? "redis" : "memory", lease_ms: config.redis_url ? config.lease_ms : undefined });
+      windows = leased(shared);
+    } else if (host.workers) {
+      // Several workers: one count for all of them, in the primary process (its `primary` part below).
+      backend = "primary";
+      windows = leased(createPrimaryStore(host.workers));
+    } else windows = createMemoryStore({ now });
+    host.log.info("rate-limit windows", { backend, lease_ms: backend === "memory" ? undefined : config.lease_ms });
 
     /**
      * Admits the request under the key's effective limits, or throws 429; no limit: returns at once, allocating
@@ -130,5 +138,10 @@ export default definePlugin({
 
       close: () => windows.close(),
     };
+  },
+
+  /** Several workers: the primary keeps their shared windows, unless Redis does (then every worker uses Redis). */
+  primary(config, host) {
+    return config.redis_url ? {} : serveSharedWindows(host);
   },
 });

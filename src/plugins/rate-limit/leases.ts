@@ -10,12 +10,15 @@ export interface Grant {
   tokens: number;
 }
 
-/** A shared store that can take several units in one admission and give unused ones back (redis-store.ts). */
+/**
+ * A store that can take several units in one admission and give unused ones back: redis-store.ts (shared by
+ * instances), memory-store.ts (in the primary of several workers) and primary-store.ts (a worker's view of it).
+ */
 export interface LeasableStore extends WindowStore {
   /** `admit`, taking up to `requests` request units in all and up to `extraTokens` more tokens, as many as fit. */
-  take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Promise<Grant>;
+  take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Grant | Promise<Grant>;
   /** Gives back unused request units and tokens (each window floored at zero). */
-  giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): Promise<void>;
+  giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): void | Promise<void>;
 }
 
 /** Units of one key taken from the shared windows and not yet used by this instance. */
@@ -58,7 +61,15 @@ export function createLeasedStore(inner: LeasableStore, options: LeaseOptions): 
     leases.delete(key);
     const requests = lease.rpm > 0 ? lease.requests : 0;
     if (requests <= 0 && lease.tokens <= 0) return;
-    inner.giveBack(key, lease.rpm, lease.tpm, requests, lease.tokens, now).catch(giveBackFailed);
+    giveBack(key, lease.rpm, lease.tpm, requests, lease.tokens, now).catch(giveBackFailed);
+  }
+  /** The inner store's giveBack as a promise (a store in this process answers at once). */
+  function giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): Promise<void> {
+    try {
+      return Promise.resolve(inner.giveBack(key, rpm, tpm, requests, tokens, now));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
   function giveBackFailed(error: unknown): void {
     options.onGiveBackFailed?.(error);
@@ -73,7 +84,13 @@ export function createLeasedStore(inner: LeasableStore, options: LeaseOptions): 
 
   function takeLease(key: string, rpm: number, tpm: number, tokens: number, requests: number, extra: number, now: number): Promise<Denial | null> {
     taking.add(key);
-    return inner.take(key, rpm, tpm, tokens, requests, extra, now).then(
+    let taken: Promise<Grant>;
+    try {
+      taken = Promise.resolve(inner.take(key, rpm, tpm, tokens, requests, extra, now));
+    } catch (error) {
+      taken = Promise.reject(error);
+    }
+    return taken.then(
       (grant) => {
         taking.delete(key);
         if (grant.denial !== null) return grant.denial;
@@ -128,7 +145,7 @@ export function createLeasedStore(inner: LeasableStore, options: LeaseOptions): 
       const givenBack = [...leases].map(([key, lease]) => {
         leases.delete(key);
         const requests = lease.rpm > 0 ? lease.requests : 0;
-        return requests > 0 || lease.tokens > 0 ? inner.giveBack(key, lease.rpm, lease.tpm, requests, lease.tokens, now).catch(giveBackFailed) : undefined;
+        return requests > 0 || lease.tokens > 0 ? giveBack(key, lease.rpm, lease.tpm, requests, lease.tokens, now).catch(giveBackFailed) : undefined;
       });
       await Promise.all(givenBack);
       await inner.close();

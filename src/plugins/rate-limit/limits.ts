@@ -1,4 +1,4 @@
-import { RateLimitError } from "../../core/errors.ts";
+import { RateLimitError, UnavailableError } from "../../core/errors.ts";
 import type { Denial } from "./gcra.ts";
 
 /** The stricter of a key's own limit (null = none) and a cap (0 = none); 0 = no limit. */
@@ -32,4 +32,12 @@ export function promptTooLarge(tokens: number, tpm: number, promotionalCap: bool
     `this request's prompt counts up to ${tokens} tokens, more than this key's whole limit of ${tpm} tokens per minute (TPM)${promotionalCap ? PROMOTIONAL_NOTE : ""}; no retry can succeed: ${remedy}`,
     { headers: { "x-should-retry": "false" } },
   );
+}
+
+/** 503 when the shared windows cannot be reached (Redis, or the primary of several workers): fail closed, never admit uncounted. */
+export function countersUnavailable(cause: unknown): never {
+  throw new UnavailableError("rate limiting is briefly unavailable (its shared counter cannot be reached); retry in a few seconds", {
+    headers: { "retry-after": "2" },
+    cause,
+  });
 }

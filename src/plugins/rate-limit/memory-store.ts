@@ -1,4 +1,5 @@
-import { denial, drained, PERIOD_MS, stateTtl, waitFor, type Denial, type WindowStore } from "./gcra.ts";
+import { denial, drained, PERIOD_MS, stateTtl, waitFor, type Denial } from "./gcra.ts";
+import type { Grant, LeasableStore } from "./leases.ts";
 
 /** One key's windows; mutated in place, so a request allocates nothing once its key is known. */
 interface KeyWindows {
@@ -10,8 +11,12 @@ interface KeyWindows {
   until: number;
 }
 
-/** Windows counted in this process: exact for one instance, and synchronous (no await on the hot path). */
-export function createMemoryStore(options: { now: () => number; sweepIntervalMs?: number }): WindowStore & { readonly size: number } {
+/**
+ * Windows counted in this process: exact for one instance, and synchronous (no await on the hot path). With several
+ * workers the primary process keeps the one memory store they all use (primary-store.ts), leases included: `take`
+ * and `giveBack` do what redis-store.ts's scripts do (change both together).
+ */
+export function createMemoryStore(options: { now: () => number; sweepIntervalMs?: number }): LeasableStore & { readonly size: number } {
   const windows = new Map<string, KeyWindows>();
 
   const sweeper = setInterval(function sweepDrainedWindows() {
@@ -45,6 +50,48 @@ export function createMemoryStore(options: { now: () => number; sweepIntervalMs?
       }
       entry.until = Math.max(entry.until, now + stateTtl(entry.tokens, tpm));
       return null;
+    },
+
+    take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Grant {
+      let entry = windows.get(key);
+      const requestLevel = entry && rpm > 0 ? drained(entry.requests, entry.requestsAt, rpm, now) : 0;
+      const tokenLevel = entry && tpm > 0 ? drained(entry.tokens, entry.tokensAt, tpm, now) : 0;
+      const refused = denial(rpm > 0 ? waitFor(requestLevel, 1, rpm) : 0, tpm > 0 ? waitFor(tokenLevel, tokens, tpm) : 0);
+      if (refused) return { denial: refused, requests: 0, tokens: 0 };
+      if (!entry) {
+        entry = { requests: 0, requestsAt: now, tokens: 0, tokensAt: now, until: 0 };
+        windows.set(key, entry);
+      }
+      // As many units as fit, this request's one (and its tokens) always: it was admitted above.
+      let taken = 1;
+      let extra = 0;
+      if (rpm > 0) {
+        if (requests > 1) taken = Math.max(1, Math.min(requests, Math.floor((rpm * PERIOD_MS - requestLevel) / PERIOD_MS)));
+        entry.requests = requestLevel + taken * PERIOD_MS;
+        if (now > entry.requestsAt) entry.requestsAt = now;
+      }
+      if (tpm > 0) {
+        if (extraTokens > 0) extra = Math.max(0, Math.min(extraTokens, Math.floor((tpm * PERIOD_MS - tokenLevel) / PERIOD_MS) - tokens));
+        entry.tokens = tokenLevel + (tokens + extra) * PERIOD_MS;
+        if (now > entry.tokensAt) entry.tokensAt = now;
+      }
+      entry.until = Math.max(entry.until, now + stateTtl(entry.tokens, tpm));
+      return { denial: null, requests: taken, tokens: extra };
+    },
+
+    giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): void {
+      const entry = windows.get(key);
+      if (!entry) return; // drained and swept: nothing left to give back
+      if (rpm > 0 && requests > 0) {
+        const level = drained(entry.requests, entry.requestsAt, rpm, now) - requests * PERIOD_MS;
+        entry.requests = level > 0 ? level : 0;
+        if (now > entry.requestsAt) entry.requestsAt = now;
+      }
+      if (tokens > 0) {
+        const level = drained(entry.tokens, entry.tokensAt, tpm, now) - tokens * PERIOD_MS;
+        entry.tokens = level > 0 ? level : 0;
+        if (now > entry.tokensAt) entry.tokensAt = now;
+      }
     },
 
     adjust(key: string, tpm: number, tokens: number, now: number): void {

@@ -1,8 +1,8 @@
 import Redis from "ioredis";
-import { UnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { denial, PERIOD_MS, type Denial } from "./gcra.ts";
 import type { Grant, LeasableStore } from "./leases.ts";
+import { countersUnavailable } from "./limits.ts";
 
 /**
  * The Lua twins of gcra.ts: `drained`, `waitFor`, `stateTtl`. One hash per API key:
@@ -188,7 +188,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Leas
     if (settle.tokens === 0) return settle.done.resolve();
     redis
       .rateLimitAdjust(key, Math.floor(settle.now), settle.tpm, settle.tokens, PERIOD_MS)
-      .then(ignore, unavailable)
+      .then(ignore, countersUnavailable)
       .then(settle.done.resolve, settle.done.reject);
   }
   function sendSettles(): void {
@@ -202,16 +202,16 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Leas
     admit(key: string, rpm: number, tpm: number, tokens: number, now: number): Promise<Denial | null> {
       const settle = settles.get(key);
       if (settle !== undefined) sendSettle(key, settle);
-      return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS).then(toDenial, unavailable);
+      return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS).then(toDenial, countersUnavailable);
     },
     take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Promise<Grant> {
       const settle = settles.get(key);
       if (settle !== undefined) sendSettle(key, settle);
-      return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS, requests, extraTokens).then(toGrant, unavailable);
+      return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS, requests, extraTokens).then(toGrant, countersUnavailable);
     },
     giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): Promise<void> {
       if (requests <= 0 && tokens <= 0) return Promise.resolve();
-      return redis.rateLimitAdjust(key, Math.floor(now), tpm, -tokens, PERIOD_MS, rpm, -requests).then(ignore, unavailable);
+      return redis.rateLimitAdjust(key, Math.floor(now), tpm, -tokens, PERIOD_MS, rpm, -requests).then(ignore, countersUnavailable);
     },
     adjust(key: string, tpm: number, tokens: number, now: number): Promise<void> {
       let settle = settles.get(key);
@@ -242,13 +242,6 @@ function toDenial(waits: [number, number, number, number]): Denial | null {
 
 function toGrant(answer: [number, number, number, number]): Grant {
   return { denial: denial(Number(answer[0]), Number(answer[1])), requests: Number(answer[2]), tokens: Number(answer[3]) };
-}
-
-function unavailable(error: unknown): never {
-  throw new UnavailableError("rate limiting is briefly unavailable (its shared counter cannot be reached); retry in a few seconds", {
-    headers: { "retry-after": "2" },
-    cause: error,
-  });
 }
 
 function ignore(): void {}

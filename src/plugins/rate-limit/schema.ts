@@ -12,9 +12,10 @@ export const rateLimitConfigSchema = Type.Object(
     /** A Redis command slower than this fails the request with 503 (fail closed), never hangs it. */
     redis_command_timeout_ms: Type.Integer({ minimum: 1, maximum: 60_000, default: 500 }),
     /**
-     * With Redis: how long a local lease of a key's requests (and tokens) lives. A key whose limits drain at
-     * least 2 requests in this time takes that many from Redis in one admission and admits them here without a
-     * round trip (leases.ts); unused ones are given back when it ends. 0 = off (every request goes to Redis).
+     * With Redis, or several workers without it (the primary keeps the count): how long a local lease of a key's
+     * requests (and tokens) lives. A key whose limits drain at least 2 requests in this time takes that many from the
+     * shared count in one admission and admits them here without a round trip (leases.ts); unused ones are given
+     * back when it ends. 0 = off (every request goes to the shared count).
      */
     lease_ms: Type.Integer({ minimum: 0, maximum: 10_000, default: 250 }),
     /** Caps per key of accounts that never had a paid top-up (card, usdt); 0 = no cap. */

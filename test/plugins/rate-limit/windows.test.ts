@@ -5,7 +5,9 @@ import { createRedisStore } from "../../../src/plugins/rate-limit/redis-store.ts
 import { PERIOD_MS, type WindowStore } from "../../../src/plugins/rate-limit/gcra.ts";
 import { UnavailableError } from "../../../src/core/errors.ts";
 import { createLogger } from "../../../src/core/log.ts";
-import { createLeasedStore } from "../../../src/plugins/rate-limit/leases.ts";
+import { createLeasedStore, type LeasableStore } from "../../../src/plugins/rate-limit/leases.ts";
+import { createPrimaryStore, serveSharedWindows } from "../../../src/plugins/rate-limit/primary-store.ts";
+import type { PrimaryHost } from "../../../src/core/workers.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";
 
 const REDIS_URL = process.env.REDIS_URL;
@@ -138,8 +140,105 @@ function windowSuite(open: () => Promise<WindowStore>) {
   });
 }
 
+/**
+ * take / giveBack (leases.ts' LeasableStore): what redis-store.ts's scripts do, the memory store (the primary of
+ * several workers) must do alike.
+ */
+function leasableSuite(open: () => Promise<LeasableStore>) {
+  let store: LeasableStore;
+  beforeAll(async () => {
+    store = await open();
+  });
+  afterAll(async () => {
+    await store.close();
+  });
+
+  it("takes as many request units as fit, this request's one included, and takes nothing once refused", async () => {
+    const key = newKey();
+    expect(await store.take(key, 10, 0, 0, 4, 0, T0)).toEqual({ denial: null, requests: 4, tokens: 0 });
+    expect(await store.take(key, 10, 0, 0, 4, 0, T0)).toEqual({ denial: null, requests: 4, tokens: 0 });
+    expect(await store.take(key, 10, 0, 0, 4, 0, T0)).toEqual({ denial: null, requests: 2, tokens: 0 });
+    expect(await store.take(key, 10, 0, 0, 4, 0, T0)).toEqual({ denial: { limit: "rpm", retryAfterMs: 6_000 }, requests: 0, tokens: 0 });
+    expect(await store.admit(key, 10, 0, 0, T0 + 5_999)).toEqual({ limit: "rpm", retryAfterMs: 1 });
+    // One drains every 6 s: a take then gets that one only.
+    expect(await store.take(key, 10, 0, 0, 4, 0, T0 + 6_000)).toEqual({ denial: null, requests: 1, tokens: 0 });
+  });
+
+  it("takes a request's tokens and as many extra tokens as fit", async () => {
+    const key = newKey();
+    expect(await store.take(key, 0, 1000, 100, 1, 500, T0)).toEqual({ denial: null, requests: 1, tokens: 500 });
+    // 600 held: 400 left, 100 of them this request's own.
+    expect(await store.take(key, 0, 1000, 100, 1, 500, T0)).toEqual({ denial: null, requests: 1, tokens: 300 });
+    expect(await store.take(key, 0, 1000, 1, 1, 500, T0)).toEqual({ denial: { limit: "tpm", retryAfterMs: 60 }, requests: 0, tokens: 0 });
+  });
+
+  it("charges nothing of either window when one refuses", async () => {
+    const key = newKey();
+    expect(await store.take(key, 5, 1000, 900, 3, 0, T0)).toEqual({ denial: null, requests: 3, tokens: 0 });
+    expect((await store.take(key, 5, 1000, 200, 3, 100, T0))?.denial?.limit).toBe("tpm");
+    // The refused take left 2 request units and 100 tokens.
+    expect(await store.take(key, 5, 1000, 100, 3, 100, T0)).toEqual({ denial: null, requests: 2, tokens: 0 });
+  });
+
+  it("gives back unused units, and the key's next requests can use them", async () => {
+    const key = newKey();
+    expect(await store.take(key, 10, 1000, 100, 10, 900, T0)).toEqual({ denial: null, requests: 10, tokens: 900 });
+    await store.giveBack(key, 10, 1000, 4, 300, T0);
+    for (let i = 0; i < 4; i++) expect(await store.admit(key, 10, 1000, 75, T0)).toBeNull();
+    expect(await store.admit(key, 10, 0, 0, T0)).toEqual({ limit: "rpm", retryAfterMs: 6_000 });
+    expect((await store.admit(key, 0, 1000, 1, T0))?.limit).toBe("tpm");
+  });
+
+  it("floors a window at zero when more is given back than it holds, and gives nothing to a key without windows", async () => {
+    const key = newKey();
+    expect((await store.take(key, 10, 0, 0, 3, 0, T0)).requests).toBe(3);
+    await store.giveBack(key, 10, 0, 50, 0, T0);
+    let admitted = 0;
+    for (let i = 0; i < 15; i++) if ((await store.admit(key, 10, 0, 0, T0)) === null) admitted++;
+    expect(admitted).toBe(10);
+    const fresh = newKey();
+    await store.giveBack(fresh, 1, 1000, 5, 500, T0);
+    expect(await store.admit(fresh, 1, 0, 0, T0)).toBeNull();
+    expect(await store.admit(fresh, 1, 0, 0, T0)).not.toBeNull();
+  });
+
+  it("drains what a lease took as time passes, as admissions do", async () => {
+    const key = newKey();
+    expect((await store.take(key, 6, 0, 0, 6, 0, T0)).requests).toBe(6);
+    await store.giveBack(key, 6, 0, 2, 0, T0 + 10_000); // 5 left after 10 s, 2 of them given back: 3
+    expect((await store.take(key, 6, 0, 0, 6, 0, T0 + 10_000)).requests).toBe(3);
+  });
+}
+
+/**
+ * The primary's part (primary-store.ts) served in this process: `call` runs the handler it registered, the
+ * payloads structured-cloned as the IPC channel does. The windows are the real memory store.
+ */
+function inProcessPrimary(fails = false) {
+  const handlers = new Map<string, (payload: unknown, from: number) => unknown>();
+  const host: PrimaryHost = {
+    env: {},
+    log,
+    now: () => T0,
+    workers: 2,
+    serve: (topic, handler) => void handlers.set(topic, handler),
+    askAll: async () => [],
+  };
+  const part = serveSharedWindows(host);
+  const link = {
+    async call<T>(topic: string, payload: unknown): Promise<T> {
+      if (fails) throw new Error("primary: no answer within 1000 ms");
+      const handler = handlers.get(topic);
+      if (!handler) throw new Error(`nothing answers "${topic}"`);
+      return structuredClone(await handler(structuredClone(payload), 0)) as T;
+    },
+  };
+  return { link, part, topics: [...handlers.keys()] };
+}
+
 describe("rate-limit windows (memory)", () => {
   windowSuite(async () => createMemoryStore({ now: () => T0 }));
+  describe("take and give back", () => leasableSuite(async () => createMemoryStore({ now: () => T0 })));
 
   it("forgets a key's windows once they have drained", async () => {
     let clock = T0;
@@ -155,6 +254,43 @@ describe("rate-limit windows (memory)", () => {
     await Bun.sleep(20);
     expect(store.size).toBe(0);
     await store.close();
+  });
+});
+
+describe("rate-limit windows (the primary of several workers: primary-store.ts)", () => {
+  const opened = () => {
+    const { link, part } = inProcessPrimary();
+    const store = createPrimaryStore(link);
+    return { ...store, close: async () => (await store.close(), await part.close()) };
+  };
+  windowSuite(async () => opened());
+  describe("take and give back", () => leasableSuite(async () => opened()));
+  describe("behind local leases, as a worker uses it", () => {
+    windowSuite(async () => createLeasedStore(opened(), { leaseMs: 250, now: () => T0 }));
+  });
+
+  it("serves the four topics", () => {
+    expect(inProcessPrimary().topics.sort()).toEqual(["rate-limit.adjust", "rate-limit.admit", "rate-limit.giveBack", "rate-limit.take"]);
+  });
+
+  it("two workers behind leases never admit more than the limit together", async () => {
+    const { link, part } = inProcessPrimary();
+    const [a, b] = [createLeasedStore(createPrimaryStore(link), { leaseMs: 1_000, now: () => T0 }), createLeasedStore(createPrimaryStore(link), { leaseMs: 1_000, now: () => T0 })];
+    const key = newKey();
+    let admitted = 0;
+    for (let i = 0; i < 1_000; i++) if ((await (i % 2 ? b : a).admit(key, 600, 0, 0, T0)) === null) admitted++;
+    expect(admitted).toBe(600);
+    await Promise.all([a.close(), b.close(), part.close()]);
+  });
+
+  it("fails closed with 503 unavailable when the primary does not answer, as with Redis lost", async () => {
+    const store = createPrimaryStore(inProcessPrimary(true).link);
+    for (const attempt of [() => store.admit(newKey(), 10, 0, 0, T0), () => store.take(newKey(), 10, 0, 0, 5, 0, T0), () => store.adjust(newKey(), 10, 5, T0)]) {
+      const failure = await Promise.resolve(attempt()).catch((error) => error);
+      expect(failure).toBeInstanceOf(UnavailableError);
+      expect(failure.status).toBe(503);
+      expect(failure.headers).toEqual({ "retry-after": "2" });
+    }
   });
 });
 
@@ -175,6 +311,7 @@ describeRedis(`rate-limit windows (redis)${REDIS_URL ? "" : SKIPPED}`, () => {
   });
 
   windowSuite(open);
+  describe("take and give back", () => leasableSuite(open));
 
   describe("behind local leases (leases.ts; these limits are mostly too small to lease, so the store answers)", () => {
     windowSuite(async () => createLeasedStore(await open(), { leaseMs: 250, now: () => T0 }));
