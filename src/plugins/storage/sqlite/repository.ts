@@ -20,6 +20,7 @@ import { createSqliteReservations, sqliteReservationStore, type HoldsMode } from
 import { createSqliteSessions } from "./sessions.ts";
 import { createSqliteSettings } from "./settings.ts";
 import { createSqliteUsers } from "./users.ts";
+import { startWriterThread, WriterThreadLost } from "./writer-thread.ts";
 
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** Group-commit period (default 5 ms). */
@@ -34,6 +35,11 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   holds?: HoldsMode;
   /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
   checkpointIntervalMs?: number;
+  /**
+   * Group commits on a thread of their own (writer-thread.ts), off the event loop (default: on for a file;
+   * a `:memory:` database lives in one connection, so it is always written on the event loop).
+   */
+  writerThread?: boolean;
   log?: Logger;
 }
 
@@ -63,11 +69,19 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
   const reservations = createSqliteReservations(client, pending, holds);
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
-  function writeBatch(batch: readonly Generation[]): void {
+  const forgetWritten = (batch: readonly Generation[]) => reservations.forgetWritten(batch.map((g) => g.id));
+  const thread =
+    isInMemoryPath(path) || options.writerThread === false
+      ? null
+      : startWriterThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, holdsInTable: holds === "shared", log });
+  function writeBatch(batch: readonly Generation[]): void | Promise<void> {
+    if (thread?.running) return thread.write(batch, () => forgetWritten(batch));
     writer.write(batch);
-    reservations.forgetWritten(batch.map((g) => g.id));
+    forgetWritten(batch);
   }
-  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent, flushIntervalMs, maxBatch, log });
+  // A lost thread is no fault of the rows: retried (on the event loop's writer), never set aside.
+  const isPermanentFailure = (error: unknown) => !(error instanceof WriterThreadLost) && isPermanent(error);
+  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent: isPermanentFailure, flushIntervalMs, maxBatch, log });
 
   const lifecycle: StoreLifecycle = {
     async ping() {
@@ -83,6 +97,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       if (gate.closed) return;
       gate.closed = true; // new writes are refused from here; reads keep working until the file closes
       await commits.stop();
+      await thread?.stop();
       await checkpointer?.stop();
       client.close();
       lock?.release();
