@@ -1,12 +1,13 @@
 import { timingSafeEqual } from "node:crypto";
 import { definePlugin, type PluginHost, type Services } from "../../core/plugin.ts";
-import { AuthenticationError, errorResponse } from "../../core/errors.ts";
-import { MoneyMetrics } from "./money-metrics.ts";
+import { AuthenticationError, errorResponse, UnavailableError } from "../../core/errors.ts";
+import { MoneyMetrics, STORE_GAUGES } from "./money-metrics.ts";
 import { MetricsRegistry } from "./registry.ts";
 import { modelLabel, RequestMetrics } from "./request-metrics.ts";
 import { RuntimeMetrics } from "./runtime-metrics.ts";
 import { metricsConfigSchema } from "./schema.ts";
 import { UpstreamMetrics } from "./upstream-metrics.ts";
+import { mergedMetrics, serveMergedMetrics } from "./workers.ts";
 
 const sha256 = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest();
 
@@ -30,7 +31,7 @@ function later<K extends keyof Services>(host: PluginHost, name: K): () => Servi
  * the money (billed, unbilled, refused, the ledger's credits, the holds), upstream attempts and breakers, the
  * process. One onRequestEnd hook per request and cached series; label values only from configuration (labels.ts).
  * First in the pipeline: its onRequestEnd sees every request; what it reads of later plugins is looked up once they
- * are all set up.
+ * are all set up. With several workers a scrape answers the metrics of all of them, merged by the primary (workers.ts).
  */
 export default definePlugin({
   name: "metrics",
@@ -46,6 +47,25 @@ export default definePlugin({
     const upstreams = new UpstreamMetrics(registry, later(host, "upstream-health"));
     const runtime = new RuntimeMetrics(registry, () => gateway?.inFlight);
     let stopCommits: (() => void) | undefined;
+    // Several workers: a scrape answers the metrics of all of them (workers.ts).
+    const merged = host.workers ? mergedMetrics(host.workers, () => registry.json(STORE_GAUGES, true)) : null;
+
+    /** The exposition: this process's, or every worker's merged by the primary. */
+    async function exposition(): Promise<Response> {
+      await money.refresh();
+      let text: string;
+      if (merged === null) text = await registry.exposition();
+      else {
+        try {
+          text = await merged(await registry.json(STORE_GAUGES, false));
+        } catch (error) {
+          // Not this worker's metrics alone: its counters would go backwards in Prometheus' eyes (a reset).
+          host.log.warn("metrics: the workers' metrics could not be gathered", { error: String(error) });
+          return errorResponse(new UnavailableError("the metrics of the other workers could not be gathered; retry", { headers: { "retry-after": "1" } }));
+        }
+      }
+      return new Response(text, { headers: { "content-type": registry.contentType, "cache-control": "no-store" } });
+    }
 
     return {
       onRequestEnd(ctx, outcome) {
@@ -66,8 +86,7 @@ export default definePlugin({
             if (expected && !bearerMatches(request.headers.get("authorization"), expected)) {
               return errorResponse(new AuthenticationError("GET /metrics needs Authorization: Bearer <METRICS_TOKEN>"), { "www-authenticate": "Bearer" });
             }
-            await money.refresh();
-            return new Response(await registry.exposition(), { headers: { "content-type": registry.contentType, "cache-control": "no-store" } });
+            return exposition();
           },
           // Prometheus' text format for scrapers, not an API of the document (docs/observability.md).
           { detail: { hide: true } },
@@ -79,5 +98,11 @@ export default definePlugin({
         runtime.close();
       },
     };
+  },
+
+  /** Several workers: the primary merges their metrics for the one a scrape reached. */
+  primary(_config, host) {
+    serveMergedMetrics(host);
+    return {};
   },
 });

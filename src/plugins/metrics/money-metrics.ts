@@ -5,6 +5,12 @@ import { LEDGER_KINDS, OTHER, refusalReason } from "./labels.ts";
 import type { Gauge } from "prom-client";
 import type { CounterSeries, Family, MetricsRegistry } from "./registry.ts";
 
+/**
+ * The gauges read from the store at scrape time: the same for every worker, so with several workers only the
+ * scraped one reads them and sends its values along (workers.ts); the others leave them out.
+ */
+export const STORE_GAUGES: ReadonlySet<string> = new Set(["gateway_credits_nano_usd", "gateway_holds_outstanding", "gateway_holds_outstanding_nano_usd"]);
+
 /** What the money gauges read at scrape time: the storage plugin's slices (absent without it). */
 export type MoneyStore = Pick<LedgerStore, "creditTotalsByKind"> & Pick<ReservationStore, "holdsOutstanding">;
 
@@ -40,9 +46,11 @@ export class MoneyMetrics {
       "gateway_credits_nano_usd",
       "The ledger's sum by kind over every account, usage left out: credits (> 0), refunds, disputes and plans bought from the balance (< 0). Read from the store at scrape.",
       ["kind"],
+      undefined,
+      "first",
     );
-    this.holdCount = registry.gauge("gateway_holds_outstanding", "Budget holds of requests in flight (every instance on the store), not yet replaced by a debit.", []);
-    this.holdAmount = registry.gauge("gateway_holds_outstanding_nano_usd", "Nano-USD held by the outstanding budget holds.", []);
+    this.holdCount = registry.gauge("gateway_holds_outstanding", "Budget holds of requests in flight (every instance on the store), not yet replaced by a debit.", [], undefined, "first");
+    this.holdAmount = registry.gauge("gateway_holds_outstanding_nano_usd", "Nano-USD held by the outstanding budget holds.", [], undefined, "first");
   }
 
   /** Before a scrape: the ledger's credits by kind and the holds outstanding, read from the store. A failed read keeps the last values. */

@@ -1,10 +1,13 @@
-import { Gauge, Registry } from "prom-client";
+import { Gauge, Registry, type Aggregator } from "prom-client";
 import processCpuTotal from "prom-client/lib/metrics/processCpuTotal.js";
 import processStartTime from "prom-client/lib/metrics/processStartTime.js";
 import osMemoryHeap from "prom-client/lib/metrics/osMemoryHeap.js";
 import processOpenFileDescriptors from "prom-client/lib/metrics/processOpenFileDescriptors.js";
 import processMaxFileDescriptors from "prom-client/lib/metrics/processMaxFileDescriptors.js";
 import heapSizeAndUsed from "prom-client/lib/metrics/heapSizeAndUsed.js";
+
+/** A registry's metrics as prom-client's `getMetricsAsJSON()` gives them: plain data, sent between processes. */
+export type MetricsJSON = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;
 
 /** One labelled series of a counter, found once and kept: the hot path only adds. */
 export interface CounterSeries {
@@ -150,13 +153,17 @@ export class MetricsRegistry {
     return family.get1("");
   }
 
-  /** A gauge set at scrape time: by `collect` when given (synchronous), else by whoever refreshes it before the scrape. */
-  gauge<L extends string>(name: string, help: string, labelNames: readonly L[], collect?: (gauge: Gauge<L>) => void): Gauge<L> {
+  /**
+   * A gauge set at scrape time: by `collect` when given (synchronous), else by whoever refreshes it before the scrape.
+   * `aggregator`: how the workers' values merge into one (workers.ts; default: their sum).
+   */
+  gauge<L extends string>(name: string, help: string, labelNames: readonly L[], collect?: (gauge: Gauge<L>) => void, aggregator: Aggregator = "sum"): Gauge<L> {
     return new Gauge<L>({
       name,
       help,
       labelNames: [...labelNames],
       registers: [this.registry],
+      aggregator,
       ...(collect ? { collect() { collect(this); } } : {}),
     });
   }
@@ -175,6 +182,8 @@ export class MetricsRegistry {
       metric(this.registry, {});
     }
     this.registry.removeSingleMetric("process_heap_bytes");
+    // prom-client omits the start time when it merges processes; with workers it is the oldest running one's.
+    (this.registry.getSingleMetric("process_start_time_seconds") as { aggregator?: Aggregator } | undefined)!.aggregator = "min";
   }
 
   get contentType(): string {
@@ -184,5 +193,11 @@ export class MetricsRegistry {
   /** The exposition, in the Prometheus text format. */
   exposition(): Promise<string> {
     return this.registry.metrics();
+  }
+
+  /** The metrics as prom-client's JSON (what workers.ts merges): those named in `names`, or all but them (`except`). */
+  async json(names: ReadonlySet<string>, except: boolean): Promise<MetricsJSON> {
+    const metrics = await this.registry.getMetricsAsJSON();
+    return metrics.filter((metric) => names.has(metric.name) !== except);
   }
 }

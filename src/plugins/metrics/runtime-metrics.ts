@@ -35,8 +35,11 @@ export class RuntimeMetrics {
         maxGauge?.set(lag.count > 0 ? lag.max / 1e9 : 0);
         lag.reset();
       },
+      "max", // with several workers: the worst one's
     );
-    maxGauge = registry.gauge("gateway_event_loop_lag_max_seconds", "Longest event-loop delay since the previous scrape, seconds.", []);
+    maxGauge = registry.gauge("gateway_event_loop_lag_max_seconds", "Longest event-loop delay since the previous scrape, seconds.", [], undefined, "max");
+    // 1 per process; summed when the workers' metrics merge: how many answered this scrape.
+    registry.gauge("gateway_workers", "Worker processes whose metrics this answer holds (1 in a gateway of one process).", []).set(1);
     const commits = registry.plainHistogram(
       "gateway_store_commit_seconds",
       "Write latency of the store's group commit of metered generations (each batch's transaction), seconds.",

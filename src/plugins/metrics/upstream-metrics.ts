@@ -37,6 +37,8 @@ export class UpstreamMetrics {
       "Circuit breaker of each deployment as this instance sees it: 0 closed, 1 half-open, 2 open (with the upstream-health plugin).",
       ["provider", "deployment"],
       (gauge) => this.readBreakers(gauge),
+      // Each worker keeps its own breakers: with several, the most open one's state.
+      "max",
     );
   }
 
