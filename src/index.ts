@@ -34,7 +34,7 @@ async function runGateway(): Promise<void> {
   const gateway = await startGateway({ log });
   const everywhere = listensEverywhere(gateway.config.server.hostname);
   const where = everywhere ? { interfaces: "all (reachable from other machines)", local_url: gateway.url } : { url: gateway.url };
-  if (gateway.worker) log.info("worker listening", { bind: gateway.bind });
+  if (gateway.worker) log.info("worker listening", { bind: gateway.bind, pid: process.pid });
   else log.info("gateway listening", { bind: gateway.bind, ...where, config: gateway.config.file, plugins: gateway.config.plugins.map((p) => p.definition.name) });
   const shutdown = async (signal: string) => {
     log.info("stopping", { signal });

@@ -228,7 +228,7 @@ export default definePlugin({
               const key = await store.deleteKey(params.id);
               if (!key) throw new NotFoundError(`no active key "${params.id}"`);
               audit.note(request, { account_id: key.accountId });
-              auth.forget(key.keyHash);
+              await auth.forget(key.keyHash);
               return { data: { id: key.id, deleted: true } };
             },
             { params: IdParams, detail: deleteKeyDocs },

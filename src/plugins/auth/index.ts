@@ -6,8 +6,9 @@ import type { GatewayContext } from "../../core/context.ts";
 import type { AuthService, Principal } from "./principal.ts";
 import { hashApiKey } from "./keys.ts";
 
-/** What a worker tells the others when a key changed (deleted, blocked): its hash, to drop from their caches. */
+/** What a worker tells the others (through the primary) when a key changed (deleted, blocked): its hash, to drop from their caches. */
 const FORGET_TOPIC = "auth.forget";
+const FORGET_WAIT_MS = 1_000;
 
 /** Verifies the caller's key (Bearer or x-api-key) against hashed keys, with a cache. */
 export default definePlugin({
@@ -17,6 +18,10 @@ export default definePlugin({
     /** How long a key stays cached: a revocation reaches every other instance within this time. */
     cache_ttl_ms: Type.Integer({ minimum: 0, default: 1_000 }),
   }),
+  primary(_config, host) {
+    host.serve(FORGET_TOPIC, async (keyHash) => void (await host.askAll(FORGET_TOPIC, keyHash, FORGET_WAIT_MS)));
+    return {};
+  },
   setup(config, host) {
     const store: KeyStore = host.service("storage"); // the slices of the store it uses
     const cache = new Map<string, { key: ApiKey; until: number }>();
@@ -52,13 +57,13 @@ export default definePlugin({
         const key = lookup(hashApiKey(presented));
         return key instanceof Promise ? key.then(admit) : admit(key);
       },
-      forget(keyHash: string) {
+      async forget(keyHash: string) {
         cache.delete(keyHash);
-        host.workers?.publish(FORGET_TOPIC, keyHash);
+        // The other workers of this port drop it before the revocation is answered: refused everywhere at once.
+        await host.workers?.call(FORGET_TOPIC, keyHash, FORGET_WAIT_MS).catch((error) => host.log.warn("a worker did not confirm a revoked key; its cache drops it within cache_ttl_ms", { error: String(error) }));
       },
     };
-    // A key revoked through another worker of this port is refused here at once too, not after cache_ttl_ms.
-    host.workers?.subscribe(FORGET_TOPIC, (keyHash) => cache.delete(keyHash as string));
+    host.workers?.answer(FORGET_TOPIC, (keyHash) => void cache.delete(keyHash as string));
 
     return {
       provides: auth,

@@ -10,8 +10,11 @@ export interface Principal {
 export interface AuthService {
   /** Verifies `Authorization: Bearer` or `x-api-key`; throws AuthenticationError (401). */
   authenticate(headers: Headers): Principal | Promise<Principal>;
-  /** Drops a key from the cache so its next use re-reads the store (revocation). */
-  forget(keyHash: string): void;
+  /**
+   * Drops a key from the cache so its next use re-reads the store (revocation). With several workers it resolves
+   * once every worker has dropped it too (or after 1 s, when their cache has expired it anyway).
+   */
+  forget(keyHash: string): Promise<void>;
 }
 
 declare module "../../core/context.ts" {

@@ -56,12 +56,12 @@ export function createPaymentsService(deps: {
   const processors = new Map<TopupMethod, PaymentProcessor>();
   let seller: SubscriptionSeller | undefined;
 
-  /** The account's keys are read again from the store by this instance (a block set or cleared); other instances within auth's cache TTL. */
+  /** The account's keys are read again from the store by every worker of this instance (a block set or cleared); other instances within auth's cache TTL. */
   async function forgetKeys(accountId: string): Promise<void> {
     let before: { before: number; beforeId: string } | undefined;
     for (;;) {
       const keys = await store.listKeys(accountId, { limit: 500, ...before });
-      for (const key of keys) auth.forget(key.keyHash);
+      await Promise.all(keys.map((key) => auth.forget(key.keyHash)));
       const last = keys[keys.length - 1];
       if (keys.length < 500 || !last) return;
       before = { before: last.createdAt, beforeId: last.id };

@@ -447,7 +447,7 @@ async function deleteKey(deps: DashboardDeps, viewer: UserViewer, id: string, fo
   if (field(form, "confirmed") !== "yes") return confirmPage(viewer, key);
   const gone = await deps.store.deleteKey(key.id);
   if (!gone) throw new NotFoundError("There is no such key in this account.");
-  deps.auth.forget(gone.keyHash);
+  await deps.auth.forget(gone.keyHash);
   deps.log.info("dashboard key deleted", { account_id: viewer.account.id, user_id: viewer.user.id, key_id: gone.id });
   return redirect(`/dashboard/keys?deleted=${encodeURIComponent(gone.name)}`);
 }
