@@ -7,6 +7,7 @@ import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts
 import { exactCostRequest } from "../helpers/budget.ts";
 import { nanoToUsd, nanoToUsdString } from "../../src/core/money.ts";
 import { freePort, spawnGatewayChild, waitFor, type GatewayChild } from "../helpers/processes.ts";
+import { createScratchDatabase, type ScratchDatabase } from "../e2e-scale/harness.ts";
 
 /**
  * GATEWAY_WORKERS: one port served by several worker processes under a primary (src/core/primary.ts), on the
@@ -132,40 +133,9 @@ describe("GATEWAY_WORKERS=2 on the embedded SQLite default", () => {
     expect(lines(gateway).filter((line) => line.message === "storage open").map((line) => line.worker).sort()).toEqual([0, 1]);
   }, 30_000);
 
-  it("never spends the same funds twice across workers: 7 of 100 concurrent requests pass, the balance exact and never below zero", async () => {
-    const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "workers");
-    const credit = 7 * reservation + Math.floor(reservation / 2);
-    const account = await newAccountWithKey(gateway.url, nanoToUsdString(credit));
-    fake.reset();
-    // Separate clients, each with its own connections: the kernel spreads them over both workers.
-    const clients = Array.from({ length: 10 }, () => new OpenAI({ apiKey: account.key, baseURL: `${gateway.url}/v1`, maxRetries: 0 }));
-    const outcomes = await Promise.all(
-      Array.from({ length: 100 }, (_, index) =>
-        clients[index % clients.length]!.chat.completions.create(body as any).then(
-          () => null,
-          (error: InstanceType<typeof OpenAI.APIError>) => `${error.status} ${error.code}`,
-        ),
-      ),
-    );
-    expect(outcomes.filter((outcome) => outcome === null)).toHaveLength(7);
-    expect(new Set(outcomes.filter((outcome) => outcome !== null))).toEqual(new Set(["400 insufficient_balance"]));
-    expect(fake.requests).toHaveLength(7);
-    await waitFor(async () => (await balanceOf(gateway.url, account.key)).total_usage === nanoToUsd(7 * reservation), 3_000, "the debits of the 7");
-    const balance = await balanceOf(gateway.url, account.key);
-    expect(balance.balance).toBe(nanoToUsd(credit - 7 * reservation));
-    expect(balance.balance).toBeGreaterThanOrEqual(0);
-  }, 30_000);
+  it("never spends the same funds twice across workers: 7 of 100 concurrent requests pass, the balance exact and never below zero", () => expectNoOverspend(gateway), 30_000);
 
-  it("refuses a key deleted through one worker on every worker at once, not after the auth cache's second", async () => {
-    const account = await newAccountWithKey(gateway.url, "5");
-    // Both workers cache the key.
-    const warm = await Promise.all(Array.from({ length: 20 }, () => chatOnNewConnection(gateway.url, account.key)));
-    expect(warm.map((answer) => answer.status)).toEqual(warm.map(() => 200));
-    await waitFor(() => servedBy(gateway, new Set(warm.map((answer) => answer.body.id))).size === 2, 5_000, "both workers to serve the key");
-    await admin(gateway.url, "DELETE", `/admin/v1/keys/${account.keyId}`);
-    const after = await Promise.all(Array.from({ length: 20 }, () => chatOnNewConnection(gateway.url, account.key)));
-    expect(after.map((answer) => answer.status)).toEqual(after.map(() => 401));
-  }, 30_000);
+  it("refuses a key deleted through one worker on every worker at once, not after the auth cache's second", () => expectRevokedEverywhere(gateway), 30_000);
 
   it("replaces a worker killed with -9 and keeps serving meanwhile", async () => {
     const { key } = await newAccountWithKey(gateway.url, "5");
@@ -203,6 +173,27 @@ describe("GATEWAY_WORKERS=2 on the embedded SQLite default", () => {
   }, 30_000);
 });
 
+const POSTGRES_URL = process.env.POSTGRES_TEST_URL ?? (/^postgres(ql)?:\/\//i.test(process.env.DATABASE_URL ?? "") ? process.env.DATABASE_URL : undefined);
+
+if (POSTGRES_URL) {
+  describe("GATEWAY_WORKERS=2 on Postgres", () => {
+    let gateway: GatewayChild;
+    let scratch: ScratchDatabase;
+    beforeAll(async () => {
+      scratch = await createScratchDatabase("workers");
+      gateway = await startWorkers(2, { DATABASE_URL: scratch.url });
+    }, 40_000);
+    afterAll(async () => {
+      gateway?.child.kill("SIGTERM");
+      await gateway?.child.exited;
+      await scratch?.drop();
+    });
+
+    it("never spends the same funds twice across workers", () => expectNoOverspend(gateway), 30_000);
+    it("refuses a key deleted through one worker on every worker at once", () => expectRevokedEverywhere(gateway), 30_000);
+  });
+} else describe.skip("GATEWAY_WORKERS=2 on Postgres (set POSTGRES_TEST_URL, e.g. postgres://postgres@127.0.0.1:5432/test)", () => it("skipped", () => {}));
+
 describe("GATEWAY_WORKERS faults", () => {
   it("workers stop on their own when their primary is killed with -9", async () => {
     const gateway = await startWorkers(2);
@@ -239,4 +230,41 @@ describe("GATEWAY_WORKERS faults", () => {
 async function balanceOf(url: string, key: string) {
   const response = await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}`, connection: "close" } });
   return ((await response.json()) as any).data as { balance: number; total_usage: number; total_credits: number };
+}
+
+/** 100 concurrent requests over many connections against funds for exactly 7: 7 pass, the rest are refused, the balance is exact. */
+async function expectNoOverspend(gateway: GatewayChild): Promise<void> {
+    const { body, reservation } = exactCostRequest(MODEL, MAX_TOKENS, "workers");
+    const credit = 7 * reservation + Math.floor(reservation / 2);
+    const account = await newAccountWithKey(gateway.url, nanoToUsdString(credit));
+    fake.reset();
+    // Separate clients, each with its own connections: the kernel spreads them over both workers.
+    const clients = Array.from({ length: 10 }, () => new OpenAI({ apiKey: account.key, baseURL: `${gateway.url}/v1`, maxRetries: 0 }));
+    const outcomes = await Promise.all(
+      Array.from({ length: 100 }, (_, index) =>
+        clients[index % clients.length]!.chat.completions.create(body as any).then(
+          () => null,
+          (error: InstanceType<typeof OpenAI.APIError>) => `${error.status} ${error.code}`,
+        ),
+      ),
+    );
+    expect(outcomes.filter((outcome) => outcome === null)).toHaveLength(7);
+    expect(new Set(outcomes.filter((outcome) => outcome !== null))).toEqual(new Set(["400 insufficient_balance"]));
+    expect(fake.requests).toHaveLength(7);
+    await waitFor(async () => (await balanceOf(gateway.url, account.key)).total_usage === nanoToUsd(7 * reservation), 3_000, "the debits of the 7");
+    const balance = await balanceOf(gateway.url, account.key);
+    expect(balance.balance).toBe(nanoToUsd(credit - 7 * reservation));
+    expect(balance.balance).toBeGreaterThanOrEqual(0);
+}
+
+/** A key both workers have cached, deleted through one of them: the next requests on any worker are refused. */
+async function expectRevokedEverywhere(gateway: GatewayChild): Promise<void> {
+    const account = await newAccountWithKey(gateway.url, "5");
+    // Both workers cache the key.
+    const warm = await Promise.all(Array.from({ length: 20 }, () => chatOnNewConnection(gateway.url, account.key)));
+    expect(warm.map((answer) => answer.status)).toEqual(warm.map(() => 200));
+    await waitFor(() => servedBy(gateway, new Set(warm.map((answer) => answer.body.id))).size === 2, 5_000, "both workers to serve the key");
+    await admin(gateway.url, "DELETE", `/admin/v1/keys/${account.keyId}`);
+    const after = await Promise.all(Array.from({ length: 20 }, () => chatOnNewConnection(gateway.url, account.key)));
+    expect(after.map((answer) => answer.status)).toEqual(after.map(() => 401));
 }
