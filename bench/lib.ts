@@ -1,8 +1,9 @@
 /** Shared by bench/run.ts and bench/profile.ts: child processes, the gateway's set-up, the autocannon driver. */
 import autocannon from "autocannon";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import type { Subprocess } from "bun";
+import { SQL, type Subprocess } from "bun";
+import { Database } from "bun:sqlite";
 import { percentile, streamLoop, type StreamSample } from "./stream-client.ts";
 import { makeCertificates } from "./tls-front.ts";
 
@@ -469,4 +470,171 @@ export interface Goal {
   value: string;
   /** null: reported, no pass/fail. */
   pass: boolean | null;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Process trees, listening sockets, scratch Postgres databases, ledger checks (bench/workers.ts, scale-out.ts)
+// ------------------------------------------------------------------------------------------------
+
+/** `pid` and every process below it (a primary and its workers), from /proc's parent ids. */
+export function processTree(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const fields = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ");
+      parentOf.set(Number(entry), Number(fields[1]));
+    } catch {} // exited meanwhile
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) for (const [child, parent] of parentOf) if (parent === tree[i]) tree.push(child);
+  return tree;
+}
+
+/** CPU seconds (all threads) of a process tree so far, keyed by pid: a process that exits between readings drops out. */
+export function treeCpuSeconds(pid: number): Map<number, number> {
+  const seconds = new Map<number, number>();
+  for (const p of processTree(pid)) {
+    const cpu = cpuSeconds(p);
+    if (cpu) seconds.set(p, cpu.all);
+  }
+  return seconds;
+}
+
+/** CPU seconds the processes present in both readings spent between them. */
+export function treeCpuDelta(before: Map<number, number>, after: Map<number, number>): number {
+  let total = 0;
+  for (const [p, s] of after) total += s - (before.get(p) ?? s);
+  return total;
+}
+
+/** Sockets listening on `port` (IPv4 and IPv6, Linux /proc/net): with SO_REUSEPORT, one per process that binds it. */
+export function listeningSockets(port: number): number {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  let count = 0;
+  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields[1]?.endsWith(`:${hexPort}`) && fields[3] === "0A") count++; // 0A = LISTEN
+    }
+  }
+  return count;
+}
+
+/** The Postgres server to make scratch databases on: POSTGRES_TEST_URL, DATABASE_URL when postgres://, or the local default. */
+export function postgresServerUrl(explicit?: string): string {
+  if (explicit) return explicit;
+  if (process.env.POSTGRES_TEST_URL) return process.env.POSTGRES_TEST_URL;
+  if (/^postgres(ql)?:\/\//i.test(process.env.DATABASE_URL ?? "")) return process.env.DATABASE_URL!;
+  return "postgres://postgres@127.0.0.1:5432/postgres";
+}
+
+/** `serverUrl` with its database replaced by `name`. */
+export function databaseUrl(serverUrl: string, name: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = "/" + name;
+  return url.toString();
+}
+
+/** A fresh database `<prefix>_<pid>_<time>` on `serverUrl` (whose user may create databases); `drop()` removes it. */
+export async function createScratchDatabase(serverUrl: string, prefix: string): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${process.pid}_${Date.now().toString(36)}`;
+  const server = new SQL({ url: serverUrl, max: 1 });
+  try {
+    await server.unsafe(`create database "${name}"`);
+  } finally {
+    await server.close();
+  }
+  return {
+    name,
+    url: databaseUrl(serverUrl, name),
+    async drop() {
+      const admin = new SQL({ url: serverUrl, max: 1 });
+      await admin.unsafe(`drop database if exists "${name}" with (force)`).catch((error) => log(`WARNING: could not drop ${name}: ${error}`));
+      await admin.close();
+    },
+  };
+}
+
+/** What a stopped gateway's store holds after a run: requests metered, holds left, money totals. */
+export interface LedgerState {
+  generations: Record<string, number>;
+  /** Budget holds still in the `reservations` table (process-mode holds live in memory and die with the process). */
+  holdsLeft: number;
+  /** Σ generations.total_cost_nano, and the totals metering maintains beside it (they must be equal). */
+  costNano: bigint;
+  accountDebitsNano: bigint;
+  keyUsageNano: bigint;
+}
+
+const LEDGER_QUERIES = {
+  generations: "select status, count(*) as n from generations group by status",
+  holds: "select count(*) as n from reservations",
+  cost: "select coalesce(sum(total_cost_nano), 0) as n from generations",
+  debits: "select coalesce(sum(total_debits_nano), 0) as n from accounts",
+  keyUsage: "select coalesce(sum(usage_nano), 0) as n from api_keys",
+};
+
+/** Reads the ledger state of a store (`sqlite:<path>` or `postgres://…`); run it once the gateway has stopped. */
+export async function readLedgerState(databaseUrl: string): Promise<LedgerState> {
+  if (databaseUrl.startsWith("sqlite:")) {
+    const db = new Database(databaseUrl.slice("sqlite:".length), { readonly: true, safeIntegers: true });
+    try {
+      const one = (query: string) => BigInt((db.query(query).get() as { n: bigint | number }).n);
+      const rows = db.query(LEDGER_QUERIES.generations).all() as { status: string; n: bigint }[];
+      return {
+        generations: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])),
+        holdsLeft: Number(one(LEDGER_QUERIES.holds)),
+        costNano: one(LEDGER_QUERIES.cost),
+        accountDebitsNano: one(LEDGER_QUERIES.debits),
+        keyUsageNano: one(LEDGER_QUERIES.keyUsage),
+      };
+    } finally {
+      db.close();
+    }
+  }
+  const sql = new SQL({ url: databaseUrl, max: 1 });
+  try {
+    const one = async (query: string) => BigInt(((await sql.unsafe(query)) as { n: string | number | bigint }[])[0]!.n);
+    const rows = (await sql.unsafe(LEDGER_QUERIES.generations)) as { status: string; n: string | number }[];
+    return {
+      generations: Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])),
+      holdsLeft: Number(await one(LEDGER_QUERIES.holds)),
+      costNano: await one(LEDGER_QUERIES.cost),
+      accountDebitsNano: await one(LEDGER_QUERIES.debits),
+      keyUsageNano: await one(LEDGER_QUERIES.keyUsage),
+    };
+  } finally {
+    await sql.close();
+  }
+}
+
+/**
+ * Checks a stopped gateway's store against what the load generators counted: no failed request, no hold left, the
+ * maintained money totals equal to the generations' costs, and one success row per 2xx answer counted. A duration-bound
+ * generator abandons the requests in flight when its time is up (one per connection at most, no pipelining): the
+ * gateway meters each as `cancelled`, or as `success` when its answer was already on the way. So success rows beyond
+ * the 2xx count, plus cancelled rows, may be at most `abandonedBound` (connections × runs); they are reported, and the
+ * rows match exactly (`rowsMatch`) only when there are none.
+ */
+export function checkLedger(state: LedgerState, ok2xx: number, abandonedBound: number) {
+  const success = state.generations.success ?? 0;
+  const cancelled = state.generations.cancelled ?? 0;
+  const extra = success - ok2xx;
+  const problems: string[] = [];
+  if ((state.generations.failed ?? 0) > 0) problems.push(`${state.generations.failed} failed generations`);
+  if (state.holdsLeft > 0) problems.push(`${state.holdsLeft} holds left`);
+  if (state.costNano !== state.accountDebitsNano) problems.push(`account debits ${state.accountDebitsNano} ≠ Σ generation cost ${state.costNano}`);
+  if (state.costNano !== state.keyUsageNano) problems.push(`key usage ${state.keyUsageNano} ≠ Σ generation cost ${state.costNano}`);
+  if (extra < 0) problems.push(`${-extra} 2xx answers counted with no success row`);
+  if (extra + cancelled > abandonedBound) problems.push(`${extra} success rows beyond the 2xx answers counted and ${cancelled} cancelled: more than the ${abandonedBound} requests that can be abandoned in flight`);
+  const unknown = Object.keys(state.generations).filter((status) => !["success", "cancelled", "failed"].includes(status));
+  if (unknown.length > 0) problems.push(`generations with status ${unknown.join(", ")}`);
+  return { ok: problems.length === 0, rowsMatch: extra === 0 && cancelled === 0, successRows: success, ok2xx, abandonedInFlight: extra, cancelledRows: cancelled, problems };
 }

@@ -6,6 +6,7 @@
  *   npm run bench -- --only nonstream  # one case (or a comma list): nonstream, stream, plugins, cross-format,
  *                                      # open-streams, usage
  *   npm run bench -- --vs portkey      # also Portkey's gateway in nonstream and stream (installed on demand)
+ *   npm run bench -- --workers 1,2,4,8 # only the worker-scaling case (bench/workers.ts); --postgres, --stream-chunks N
  *
  * Prints tables and the issue's goals, writes bench/results.json. See bench/README.md.
  */
@@ -17,6 +18,7 @@ import { seedUsage, type SeededUsage } from "./seed-usage.ts";
 import { runPluginsCase } from "./plugins-case.ts";
 import { runCrossFormatCase } from "./cross-format.ts";
 import { runScaleOut } from "./scale-out.ts";
+import { runWorkersCommand } from "./workers.ts";
 import { ensurePortkey, portkeyTarget, startPortkey, type PortkeyInstall } from "./portkey.ts";
 import {
   BUN,
@@ -73,7 +75,10 @@ function parseArgs(argv: string[]) {
         "  --vs        portkey: also measure Portkey's gateway in nonstream and stream (npm-installed into bench/.portkey/)\n" +
         "  --duration  seconds per throughput/latency measurement (default 5, quick 1.5)\n" +
         "  --rows      generation rows for the usage case (default 1,000,000, quick 100,000)\n" +
-        "  --keep      keep the temporary directory (databases) at the end",
+        "  --keep      keep the temporary directory (databases) at the end\n" +
+        "  --workers   1,2,4,8: only the worker-scaling case (GATEWAY_WORKERS=N), writes bench/results-workers.json\n" +
+        "              with --postgres (a scratch database on POSTGRES_TEST_URL / DATABASE_URL), --stream-chunks N (words of\n" +
+        "              the streamed answer), --generator autocannon (even where wrk is installed)",
     );
     process.exit(0);
   }
@@ -81,6 +86,9 @@ function parseArgs(argv: string[]) {
   const vs = new Set<string>();
   let duration: number | undefined;
   let rows: number | undefined;
+  let workers: number[] | undefined;
+  let streamChunks: number | undefined;
+  let generator: "wrk" | "autocannon" | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = () => {
@@ -100,10 +108,28 @@ function parseArgs(argv: string[]) {
       }
     } else if (a === "--duration" || a.startsWith("--duration=")) duration = Number(value());
     else if (a === "--rows" || a.startsWith("--rows=")) rows = Number(value());
+    else if (a === "--workers" || a.startsWith("--workers=")) {
+      workers = value().split(",").map((v) => Number(v.trim()));
+      if (workers.length === 0 || workers.some((n) => !Number.isInteger(n) || n < 1)) throw new Error("--workers takes a comma list of worker counts ≥ 1, e.g. 1,2,4,8");
+    } else if (a === "--stream-chunks" || a.startsWith("--stream-chunks=")) streamChunks = Number(value());
+    else if (a === "--generator" || a.startsWith("--generator=")) {
+      const name = value();
+      if (name !== "wrk" && name !== "autocannon") throw new Error(`unknown --generator "${name}"; known: wrk, autocannon`);
+      generator = name;
+    }
   }
   return {
     quick,
     keep,
+    /** --workers: the worker-scaling case alone (bench/workers.ts). */
+    workers: workers && {
+      workers,
+      postgres: argv.includes("--postgres"),
+      measureMs: Math.round((duration ?? (quick ? 2 : 5)) * 1000),
+      warmupMs: quick ? 1000 : 2000,
+      streamChunks,
+      generator,
+    },
     cases: only.size > 0 ? CASES.filter((c) => only.has(c)) : [...CASES],
     portkey: vs.has("portkey"),
     /** Interleaved rounds of every target in the nonstream and stream cases, each half a measurement. */
@@ -214,6 +240,7 @@ async function usageLatency(gatewayUrl: string, key: string, scope: "account" | 
 async function main() {
   installCleanup();
   const options = parseArgs(process.argv.slice(2));
+  if (options.workers) return runWorkersCommand(options.workers);
   const runs = (name: CaseName) => options.cases.includes(name);
   const tmp = mkdtempSync(join(tmpdir(), "gateway-bench-"));
   log(`cases: ${options.cases.join(", ")}${options.quick ? " (quick)" : ""}; temp dir ${tmp}`);

@@ -24,11 +24,10 @@
  * Library use (to wire it into bench/run.ts): `const result = await runScaleOut({ durationMs: 5000 })`.
  */
 import autocannon from "autocannon";
-import { SQL } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { ADMIN_TOKEN, BUN, UPSTREAM_KEY, f, fInt, freePort, startFakeUpstream, installCleanup, log, spawnChild, stopChild, table, waitReady, type Child } from "./lib.ts";
+import { ADMIN_TOKEN, BUN, UPSTREAM_KEY, createScratchDatabase, f, fInt, freePort, postgresServerUrl, startFakeUpstream, installCleanup, log, spawnChild, stopChild, table, waitReady, type Child } from "./lib.ts";
 import { chatBody } from "./stream-client.ts";
 
 export interface ScaleOutOptions {
@@ -168,19 +167,6 @@ async function splitLoad(urls: string[], keys: string[], body: string, connectio
   };
 }
 
-function postgresServerUrl(explicit?: string): string {
-  if (explicit) return explicit;
-  if (process.env.POSTGRES_TEST_URL) return process.env.POSTGRES_TEST_URL;
-  if (/^postgres(ql)?:\/\//i.test(process.env.DATABASE_URL ?? "")) return process.env.DATABASE_URL!;
-  return "postgres://postgres@127.0.0.1:5432/postgres";
-}
-
-function databaseUrl(serverUrl: string, name: string): string {
-  const url = new URL(serverUrl);
-  url.pathname = "/" + name;
-  return url.toString();
-}
-
 async function startGateway(name: string, upstreamUrl: string, env: Record<string, string>): Promise<Child> {
   const port = freePort();
   const child = spawnChild(
@@ -247,8 +233,7 @@ export async function runScaleOut(options: ScaleOutOptions = {}): Promise<ScaleO
   const body = chatBody({ stream: false });
   const started: Child[] = [];
   const tmp = mkdtempSync(join(tmpdir(), "gateway-scale-out-"));
-  const dbName = `gw_bench_scale_${process.pid}_${Date.now().toString(36)}`;
-  let dbCreated = false;
+  let scratch: Awaited<ReturnType<typeof createScratchDatabase>> | undefined;
   const cases: ScaleOutCase[] = [];
 
   /** The case once per account spread. */
@@ -279,15 +264,9 @@ export async function runScaleOut(options: ScaleOutOptions = {}): Promise<ScaleO
     await stopChild(sqlite);
 
     // 2. and 3. Postgres + Redis: one instance, then a second one on the same database and Redis.
-    const server = new SQL({ url: serverUrl, max: 1 });
-    try {
-      await server.unsafe(`create database "${dbName}"`);
-      dbCreated = true;
-    } finally {
-      await server.close();
-    }
+    scratch = await createScratchDatabase(serverUrl, "gw_bench_scale");
     const shared: Record<string, string> = {
-      DATABASE_URL: databaseUrl(serverUrl, dbName),
+      DATABASE_URL: scratch.url,
       REDIS_URL: redisUrl,
       RATE_LIMIT_REDIS_PREFIX: `gateway-scale-bench:${crypto.randomUUID().slice(0, 8)}:`,
     };
@@ -301,11 +280,7 @@ export async function runScaleOut(options: ScaleOutOptions = {}): Promise<ScaleO
     await measure("Postgres + Redis, 2 instances", "postgres", [first.url, second.url], keys);
   } finally {
     for (const child of started.reverse()) await stopChild(child);
-    if (dbCreated) {
-      const server = new SQL({ url: serverUrl, max: 1 });
-      await server.unsafe(`drop database if exists "${dbName}" with (force)`).catch((error) => log(`WARNING: could not drop ${dbName}: ${error}`));
-      await server.close();
-    }
+    await scratch?.drop();
     rmSync(tmp, { recursive: true, force: true });
   }
 

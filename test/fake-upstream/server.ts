@@ -50,6 +50,8 @@ export interface StartOptions {
   port?: number;
   /** Record requests (default true). Use false for benchmarks. */
   record?: boolean;
+  /** Share the port with other processes (SO_REUSEPORT): several fakes on one port, so a benchmark's upstream is not one core. */
+  reusePort?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,6 +241,7 @@ export async function startFakeUpstream(options: StartOptions = {}): Promise<Fak
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: options.port ?? 0,
+    reusePort: options.reusePort ?? false,
     development: false,
     idleTimeout: 0, // stalled streams / long delays must not be cut by Bun's 10 s default
     async fetch(req) {
@@ -294,7 +297,7 @@ export async function startFakeUpstream(options: StartOptions = {}): Promise<Fak
 }
 
 // ---------------------------------------------------------------------------------------------
-// Standalone: npx bun test/fake-upstream/server.ts --port 9100
+// Standalone: npx bun test/fake-upstream/server.ts --port 9100 [--reuse-port]
 // ---------------------------------------------------------------------------------------------
 
 if (import.meta.main) {
@@ -305,6 +308,6 @@ if (import.meta.main) {
     if (a === "--port" && args[i + 1]) port = Number(args[++i]);
     else if (a.startsWith("--port=")) port = Number(a.slice("--port=".length));
   }
-  const fake = await startFakeUpstream({ port, record: false });
+  const fake = await startFakeUpstream({ port, record: false, reusePort: args.includes("--reuse-port") });
   console.log(`fake upstream listening on ${fake.url}`);
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Packs what a Linux x64 machine with no network needs to run the worker-scaling bench (bench/workers.ts):
+#
+#   bin/bun.xz     this checkout's Bun binary (xz -9)
+#   bin/wrk        wrk (installed here with apt-get when missing), run through a wrapper that finds its
+#                  libraries in lib/ (those of `ldd wrk` that are not glibc's)
+#   repo.tar.xz    the working tree (tracked and untracked files, not the ignored ones) with node_modules:
+#                  the production dependencies plus autocannon (bench/lib.ts imports it), as package-lock.json
+#                  resolves them; not the Bun package (bin/bun.xz is it), TypeScript or type packages
+#   run-on-machine.sh
+#
+#   bash bench/carry.sh [OUT.tar]      # default .tmp/workers-bench-carry.tar
+#
+# On the machine: tar -xf workers-bench-carry.tar && bash gateway-bench/run-on-machine.sh
+# (it runs `bun bench/run.ts --workers 1,2,4,8`, then the same with `--stream-chunks 20`; BENCH_ARGS replaces
+# the worker list and options, e.g. BENCH_ARGS="--workers 1,2 --quick").
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${1:-$ROOT/.tmp/workers-bench-carry.tar}
+mkdir -p "$(dirname "$OUT")"
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+PKG=$STAGE/gateway-bench
+REPO=$STAGE/repo
+mkdir -p "$REPO" "$PKG/bin" "$PKG/lib"
+cd "$ROOT"
+
+# -- the working tree ----------------------------------------------------------------------------
+git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$REPO"
+
+# -- node_modules: the closure of the production dependencies and autocannon, from package-lock.json --
+BUN_BIN=$(readlink -f node_modules/.bin/bun)
+"$BUN_BIN" -e '
+  const lock = JSON.parse(await Bun.file("package-lock.json").text());
+  const pkg = JSON.parse(await Bun.file("package.json").text());
+  // Shipped separately (bin/bun.xz) or not needed to run TypeScript with Bun.
+  const skip = (name) => name === "bun" || name.startsWith("@oven/") || name === "typescript" || name.startsWith("@typescript/") || name.startsWith("@types/") || name === "bun-types";
+  const found = new Set();
+  // Node resolution: <from>/node_modules/<name>, then each parent directory, then the top.
+  const resolve = (from, name) => {
+    for (let dir = from; ; dir = dir.slice(0, Math.max(0, dir.lastIndexOf("/node_modules/")))) {
+      const path = (dir ? dir + "/" : "") + "node_modules/" + name;
+      if (lock.packages[path]) return path;
+      if (!dir) return null;
+    }
+  };
+  const visit = (path) => {
+    if (found.has(path)) return;
+    found.add(path);
+    const entry = lock.packages[path];
+    for (const name of Object.keys({ ...entry.dependencies, ...entry.optionalDependencies, ...entry.peerDependencies })) {
+      if (skip(name)) continue;
+      const dep = resolve(path, name);
+      if (dep) visit(dep);
+      else if (!(entry.optionalDependencies ?? {})[name] && !(entry.peerDependencies ?? {})[name]) throw new Error(`${path}: ${name} not in package-lock.json`);
+    }
+  };
+  for (const name of [...Object.keys(pkg.dependencies), "autocannon"]) if (!skip(name)) visit(resolve("", name));
+  console.log([...found].filter((p) => require("fs").existsSync(p)).sort().join("\n"));
+' > "$STAGE/modules.txt"
+tar -cf - -T "$STAGE/modules.txt" | tar -xf - -C "$REPO"
+echo "node_modules: $(wc -l < "$STAGE/modules.txt") packages, $(du -sh "$REPO/node_modules" | cut -f1)"
+tar -cf - -C "$STAGE" repo | xz -6 -T0 > "$PKG/repo.tar.xz"
+echo "repo with node_modules: $(du -h "$PKG/repo.tar.xz" | cut -f1) compressed"
+
+# -- Bun -------------------------------------------------------------------------------------------
+xz -9 -T0 -c "$BUN_BIN" > "$PKG/bin/bun.xz"
+echo "bun $("$BUN_BIN" --version): $(du -h "$PKG/bin/bun.xz" | cut -f1) compressed"
+
+# -- wrk and the libraries it needs that a bare system may lack --------------------------------------
+if ! command -v wrk >/dev/null; then
+  echo "wrk is not installed: apt-get install -y wrk"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y wrk >/dev/null
+fi
+cp "$(command -v wrk)" "$PKG/lib/wrk"
+ldd "$(command -v wrk)" | awk '/=> \// { print $3 }' | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;; # glibc: on every machine, and must match its loader
+    *) cp -L "$lib" "$PKG/lib/" ;;
+  esac
+done
+cat > "$PKG/bin/wrk" <<'EOF'
+#!/bin/sh
+# wrk with the libraries packed beside it (libluajit, libssl, ... of the machine that packed it).
+here=$(cd "$(dirname "$0")/../lib" && pwd)
+LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/wrk" "$@"
+EOF
+chmod +x "$PKG/bin/wrk"
+
+# -- the script that runs on the machine ----------------------------------------------------------------
+cat > "$PKG/run-on-machine.sh" <<'EOF'
+#!/usr/bin/env bash
+# Unpacks Bun, then runs the worker-scaling bench twice (short answers; 20-chunk streams). Output: the tables on
+# stdout, bench/results-workers.json of each run copied to $OUT (or this directory) as results-workers*.json.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+[ -x "$HERE/bin/bun" ] || xz -d -c "$HERE/bin/bun.xz" > "$HERE/bin/bun"
+[ -d "$HERE/repo" ] || xz -d -c "$HERE/repo.tar.xz" | tar -xf - -C "$HERE"
+chmod +x "$HERE/bin/bun"
+export PATH="$HERE/bin:$PATH"
+DEST=${OUT:-$HERE}
+cd "$HERE/repo"
+echo "bun $(bun --version), wrk: $(wrk -v 2>&1 | head -1), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+if [ -n "${BENCH_ARGS:-}" ]; then
+  # shellcheck disable=SC2086
+  bun bench/run.ts $BENCH_ARGS
+  cp bench/results-workers.json "$DEST/results-workers.json"
+  exit 0
+fi
+bun bench/run.ts --workers 1,2,4,8
+cp bench/results-workers.json "$DEST/results-workers.json"
+bun bench/run.ts --workers 1,2,4,8 --stream-chunks 20
+cp bench/results-workers.json "$DEST/results-workers-chunks20.json"
+EOF
+chmod +x "$PKG/run-on-machine.sh"
+
+tar -cf "$OUT" -C "$STAGE" gateway-bench
+echo "wrote $OUT ($(du -h "$OUT" | cut -f1))"
