@@ -286,7 +286,8 @@ async function measureN(n: number, options: WorkersOptions, generator: Generator
         if (x.non2xx + x.errors > 0) log(`WARNING: workers=${n} ${kind}: ${x.non2xx} non-2xx, ${x.errors} errors`);
       }
       if (gateway.proc.exitCode !== null || gateway.proc.signalCode !== null) log(`WARNING: workers=${n}: the gateway exited during the run:\n${gateway.output()}`);
-      const holds = options.postgres ? "postgres" : n > 1 ? "shared (rows)" : "process (memory)";
+      // The primary gives its workers SQLITE_HOLDS=shared unless the environment sets a mode; one process keeps its default.
+      const holds = options.postgres ? "postgres" : (process.env.SQLITE_HOLDS || (n > 1 ? "shared" : "process"));
       row = { workers: n, connections, holds, nonstream: nonstream.figures, stream: stream.figures };
     } finally {
       // A graceful stop: each worker drains its requests and flushes its metering before it exits.
@@ -352,13 +353,14 @@ function printWorkers(rows: WorkersRow[], options: WorkersOptions, store: string
   table(
     `Worker scaling: ${store}; non-streaming and streaming chat (gpt-6-luna${options.streamChunks ? `, ${options.streamChunks} chunks` : ""}), ` +
       `c = max(64, 64×N), ${options.measureMs / 1000} s each; ${generator.name}; ${cpus().length} CPUs`,
-    ["workers", "c", "nonstream req/s", "×", "eff.", "stream streams/s", "×", "eff.", "CPU% nonstream|stream", "non2xx/err", "ledger", "goal ≥0.7×N"],
+    ["workers", "holds", "c", "nonstream req/s", "×", "eff.", "stream streams/s", "×", "eff.", "CPU% nonstream|stream", "non2xx/err", "ledger", "goal ≥0.7×N"],
     rows.map((row) => {
       const xn = times(row.nonstream.perSec, one?.nonstream.perSec);
       const xs = times(row.stream.perSec, one?.stream.perSec);
       const meets = row.workers === 1 ? "-" : xn >= GOAL_EFFICIENCY * row.workers && xs >= GOAL_EFFICIENCY * row.workers ? "✓" : "✗";
       return [
         String(row.workers),
+        row.holds,
         String(row.connections),
         fInt(row.nonstream.perSec),
         f(xn),
@@ -372,7 +374,7 @@ function printWorkers(rows: WorkersRow[], options: WorkersOptions, store: string
         meets,
       ];
     }),
-    1,
+    2,
   );
   if (!one) console.log("(no 1-worker row: × and efficiency need N = 1 in the list)");
 }
