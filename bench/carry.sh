@@ -4,7 +4,7 @@
 #   bin/bun.xz     this checkout's Bun binary (xz -9)
 #   bin/wrk        wrk (installed here with apt-get when missing), run through a wrapper that finds its
 #                  libraries in lib/ (those of `ldd wrk` that are not glibc's)
-#   repo.tar.xz    the working tree (tracked and untracked files, not the ignored ones) with node_modules:
+#   repo.tar.xz    the committed tree (git archive HEAD; its commit in COMMIT) with node_modules:
 #                  the production dependencies plus autocannon (bench/lib.ts imports it), as package-lock.json
 #                  resolves them; not the Bun package (bin/bun.xz is it), TypeScript or type packages
 #   run-on-machine.sh
@@ -27,7 +27,9 @@ mkdir -p "$REPO" "$PKG/bin" "$PKG/lib"
 cd "$ROOT"
 
 # -- the working tree ----------------------------------------------------------------------------
-git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$REPO"
+# The committed tree (HEAD), not the working tree: other people's edits in progress stay out of the measurement.
+git archive --format=tar HEAD | tar -xf - -C "$REPO"
+git rev-parse HEAD > "$PKG/COMMIT"
 
 # -- node_modules: the closure of the production dependencies and autocannon, from package-lock.json --
 BUN_BIN=$(readlink -f node_modules/.bin/bun)
@@ -101,7 +103,7 @@ chmod +x "$HERE/bin/bun"
 export PATH="$HERE/bin:$PATH"
 DEST=${OUT:-$HERE}
 cd "$HERE/repo"
-echo "bun $(bun --version), wrk: $(wrk -v 2>&1 | head -1), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+echo "commit $(cat "$HERE/COMMIT"), bun $(bun --version), wrk: $(wrk -v 2>&1 | head -1), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 if [ -n "${BENCH_ARGS:-}" ]; then
   # shellcheck disable=SC2086
   bun bench/run.ts $BENCH_ARGS
