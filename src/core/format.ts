@@ -110,6 +110,8 @@ export interface RelayedFrame {
 
 export interface StreamRelay {
   onFrame(frame: SseFrame): RelayedFrame;
+  /** The same as onFrame({ data: text.slice(start, end) }), for a relay that can read the data in place. */
+  onData?(text: string, start: number, end: number): RelayedFrame;
   /** What to send after the upstream's last frame (translating relays close the client's stream). */
   end?(): RelayedFrame;
 }

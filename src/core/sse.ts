@@ -5,6 +5,13 @@ export interface SseFrame {
   data: string;
 }
 
+/** Where SseSplitter.feed hands the frames it cuts. */
+export interface SseSink {
+  /** A frame whose data is text[start, end) (it had no other field). */
+  data(text: string, start: number, end: number): void;
+  frame(frame: SseFrame): void;
+}
+
 /**
  * Splits SSE bytes into frames (events separated by a blank line; multi-line data joined), synchronously:
  * `push` takes one read's bytes and returns the frames they complete, `end` the last one left. One pass over
@@ -26,6 +33,26 @@ export class SseSplitter {
     }
     this.buffer = start > 0 ? buffer.slice(start) : buffer;
     return frames;
+  }
+
+  /**
+   * Like push, with each frame handed to `sink` as it is cut, in order. A block that is one `data: ` line goes as
+   * the read's text and its data's bounds: a relay that reads it in place skips copying it out (the copy of a
+   * substring's characters was a third of a content chunk's relay).
+   */
+  feed(bytes: Uint8Array, sink: SseSink): void {
+    const buffer = normalizeNewlines(this.buffer + this.decoder.decode(bytes, { stream: true }), false);
+    let start = 0;
+    let end: number;
+    while ((end = buffer.indexOf("\n\n", start)) !== -1) {
+      if (buffer.startsWith("data: ", start) && buffer.indexOf("\n", start) === end) sink.data(buffer, start + 6, end);
+      else {
+        const frame = parseBlock(buffer, start, end);
+        if (frame) sink.frame(frame);
+      }
+      start = end + 2;
+    }
+    this.buffer = start > 0 ? buffer.slice(start) : buffer;
   }
 
   /**

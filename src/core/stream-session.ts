@@ -1,9 +1,9 @@
 import type { GatewayContext, Outcome, StreamEvent } from "./context.ts";
 import { GatewayError, UpstreamError, asGatewayError } from "./errors.ts";
-import type { IngressFormat, StreamRelay } from "./format.ts";
+import type { IngressFormat, RelayedFrame, StreamRelay } from "./format.ts";
 import type { RequestSignals } from "./request-signals.ts";
 import { abortError, clientLeft, failure, readError } from "./request-outcome.ts";
-import { SseSplitter } from "./sse.ts";
+import { SseSplitter, type SseSink } from "./sse.ts";
 import type { UpstreamBodyReader } from "../transport/transport.ts";
 
 /** What a stream session needs of its pipeline (one object per pipeline, not per stream). */
@@ -27,7 +27,7 @@ type Read = ReturnType<UpstreamBodyReader["read"]>;
  * comes (`pump`). Nothing waits for bytes that have not arrived: a read still pending a microtask after it was
  * asked for ends the first phase.
  *
- * The steps are methods of one object: a stream allocates this session and its stream source, nothing per frame.
+ * The steps are methods of one object: a stream allocates this session, its frame sink and its stream source, nothing per frame.
  */
 export class StreamSession {
   private readonly splitter = new SseSplitter();
@@ -40,6 +40,8 @@ export class StreamSession {
   private framesSeen = false;
   /** The upstream's own error event, if it sent one: it is the stream's outcome, and the client has it already. */
   private streamError: { message: string; status?: number } | undefined;
+  /** The client's text for the read being relayed. */
+  private batch = "";
   /** Text relayed before the headers went out, not yet written. */
   private head = "";
   /** A read that failed after the first frames, before the headers went out: the stream ends with it. */
@@ -154,19 +156,40 @@ export class StreamSession {
 
   /** Pump one frame batch: the client's text for one upstream read (the frames it completes). */
   private relayRead(value: Uint8Array | undefined, done: boolean): string {
-    if (done) this.drained = true;
-    else this.host.signals.touch(this.ctx.signal);
-    const frames = done ? this.splitter.end() : this.splitter.push(value!);
-    if (frames.length === 0) return "";
+    this.batch = "";
+    if (done) {
+      this.drained = true;
+      for (const frame of this.splitter.end()) this.sink.frame(frame);
+    } else {
+      this.host.signals.touch(this.ctx.signal);
+      this.splitter.feed(value!, this.sink);
+    }
+    const out = this.batch;
+    this.batch = "";
+    return out;
+  }
+
+  /** The frames of one read, relayed as the splitter cuts them: their client text gathers in `batch`. */
+  private readonly sink: SseSink = {
+    data: (text, start, end) => {
+      this.frameSeen();
+      const relay = this.relay;
+      this.relayed(relay.onData ? relay.onData(text, start, end) : relay.onFrame({ data: text.slice(start, end) }));
+    },
+    frame: (frame) => {
+      this.frameSeen();
+      this.relayed(this.relay.onFrame(frame));
+    },
+  };
+
+  private frameSeen(): void {
     this.framesSeen = true;
     this.ctx.firstTokenMono ??= performance.now();
-    let out = "";
-    for (const frame of frames) {
-      const relayed = this.relay.onFrame(frame);
-      this.observeAll(relayed.events);
-      if (relayed.out !== null) out += relayed.out;
-    }
-    return out;
+  }
+
+  private relayed(relayed: RelayedFrame): void {
+    this.observeAll(relayed.events);
+    if (relayed.out !== null) this.batch += relayed.out;
   }
 
   private observeAll(events: readonly StreamEvent[]): void {

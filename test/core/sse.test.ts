@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import { readSseFrames, type SseFrame } from "../../src/core/sse.ts";
+import { readSseFrames, SseSplitter, type SseFrame } from "../../src/core/sse.ts";
 
 function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
@@ -69,5 +69,38 @@ describe("core/sse readSseFrames", () => {
     const got = await frames([many]);
     expect(got.length).toBe(500);
     expect(got[499]).toEqual({ data: "499" });
+  });
+});
+
+describe("core/sse SseSplitter.feed", () => {
+  /** What feed hands over for these reads, a one-line data block as its data (read from the text at its bounds), in order. */
+  function fed(reads: string[]): (SseFrame & { inPlace?: true })[] {
+    const splitter = new SseSplitter();
+    const out: (SseFrame & { inPlace?: true })[] = [];
+    const encoder = new TextEncoder();
+    const sink = { data: (text: string, start: number, end: number) => out.push({ data: text.slice(start, end), inPlace: true }), frame: (frame: SseFrame) => out.push(frame) };
+    for (const read of reads) splitter.feed(encoder.encode(read), sink);
+    out.push(...splitter.end());
+    return out;
+  }
+
+  it("hands one-line data blocks over in place and the others as frames, in order, whatever the reads' cuts", () => {
+    const text = 'data: {"a":1}\n\nevent: ping\ndata: {}\n\ndata: ü 😀\r\n\r\ndata: x\ndata: y\n\n: comment\n\ndata: [DONE]\n\n';
+    const expected = [{ data: '{"a":1}', inPlace: true }, { event: "ping", data: "{}" }, { data: "ü 😀", inPlace: true }, { data: "x\ny" }, { data: "[DONE]", inPlace: true }];
+    const bytes = new TextEncoder().encode(text);
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const splitter = new SseSplitter();
+      const out: unknown[] = [];
+      const sink = { data: (t: string, start: number, end: number) => out.push({ data: t.slice(start, end), inPlace: true }), frame: (frame: SseFrame) => out.push(frame) };
+      splitter.feed(bytes.slice(0, cut), sink); // cuts inside a multi-byte character too
+      splitter.feed(bytes.slice(cut), sink);
+      expect(out).toEqual(expected);
+    }
+    expect(fed([text])).toEqual(expected);
+  });
+
+  it("leaves a block without its blank line to end(), as push does", () => {
+    expect(fed(['data: {"a":1}\n\ndata: {"b":', "2}"])).toEqual([{ data: '{"a":1}', inPlace: true }, { data: '{"b":2}' }]);
+    expect(fed(['data: {"a":1}\n\ndata: {"b":'])).toEqual([{ data: '{"a":1}', inPlace: true }]);
   });
 });

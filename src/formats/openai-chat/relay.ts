@@ -104,6 +104,9 @@ const FINISH: Record<string, FinishReason> = {
  * Relays chat chunks as they came; reads usage, deltas and finish; drops the usage chunk the client did not ask for.
  * An error chunk, or a frame that is not JSON, may echo the upstream's key: those (never the others) are redacted.
  * A stream that ends before a finish_reason (or `[DONE]`) was cut: it gets an error chunk, never a clean end.
+ *
+ * Content chunks are relayed without `JSON.parse` once one has been read (see ContentShape): a 300-chunk stream's
+ * parses were half of its relay's time.
  */
 export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
   const clientModel = ctx.request.model;
@@ -112,55 +115,68 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
   let started = false;
   /** The upstream reached its end (a finish_reason or `[DONE]`) or failed in band: end() owes nothing. */
   let terminal = false;
+  /** The text around the content of the last content chunk read, when it can stand for the next ones. */
+  let shape: ContentShape | undefined;
+
+  function readFrame(data: string): RelayedFrame {
+    if (data === "[DONE]") {
+      terminal = true;
+      return DONE;
+    }
+    let chunk: JsonObject;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      return { out: `data: ${redact(data)}\n\n`, events: [] };
+    }
+    const events: StreamEvent[] = [];
+    if (chunk.error) {
+      terminal = true;
+      events.push({ type: "error", message: String((chunk.error as { message?: unknown }).message ?? "upstream stream error") });
+      return { out: `data: ${redact(data)}\n\n`, events };
+    }
+    if (!started) {
+      started = true;
+      events.push({ type: "message_start", id: requestId });
+    }
+    const first: unknown = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
+    const choice = first ? (first as JsonObject) : undefined;
+    if (choice) {
+      readDelta(choice, events);
+      if (choice.finish_reason) terminal = true;
+    }
+    const usage = readChatUsage(chunk.usage);
+    let rewrite = chunk.model !== undefined && chunk.model !== clientModel;
+    let spliced: string | null = data;
+    if (chunk.id !== requestId) {
+      spliced = typeof chunk.id === "string" ? spliceChunkId(data, chunk.id, requestId) : null;
+      if (spliced === null) rewrite = true;
+    }
+    if (usage) {
+      events.push({ type: "usage", usage });
+      if (!keepUsage) {
+        if (!choice) return { out: null, events };
+        delete chunk.usage;
+        rewrite = true;
+      }
+    }
+    if (rewrite) {
+      chunk.id = requestId;
+      if (chunk.model !== undefined) chunk.model = clientModel;
+      return { out: `data: ${JSON.stringify(chunk)}\n\n`, events };
+    }
+    // A chunk that only carried text, relayed as it came but for its id: the next ones may share its text around the content.
+    if (events.length === 1 && events[0]!.type === "text_delta") shape = contentShape(data, spliced!, chunk);
+    return { out: `data: ${spliced}\n\n`, events };
+  }
+
   return {
     onFrame(frame: SseFrame): RelayedFrame {
-      if (frame.data === "[DONE]") {
-        terminal = true;
-        return DONE;
-      }
-      let chunk: JsonObject;
-      try {
-        chunk = JSON.parse(frame.data);
-      } catch {
-        return { out: `data: ${redact(frame.data)}\n\n`, events: [] };
-      }
-      const events: StreamEvent[] = [];
-      if (chunk.error) {
-        terminal = true;
-        events.push({ type: "error", message: String((chunk.error as { message?: unknown }).message ?? "upstream stream error") });
-        return { out: `data: ${redact(frame.data)}\n\n`, events };
-      }
-      if (!started) {
-        started = true;
-        events.push({ type: "message_start", id: requestId });
-      }
-      const first: unknown = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
-      const choice = first ? (first as JsonObject) : undefined;
-      if (choice) {
-        readDelta(choice, events);
-        if (choice.finish_reason) terminal = true;
-      }
-      const usage = readChatUsage(chunk.usage);
-      let rewrite = chunk.model !== undefined && chunk.model !== clientModel;
-      let data: string | null = frame.data;
-      if (chunk.id !== requestId) {
-        data = typeof chunk.id === "string" ? spliceChunkId(data, chunk.id, requestId) : null;
-        if (data === null) rewrite = true;
-      }
-      if (usage) {
-        events.push({ type: "usage", usage });
-        if (!keepUsage) {
-          if (!choice) return { out: null, events };
-          delete chunk.usage;
-          rewrite = true;
-        }
-      }
-      if (rewrite) {
-        chunk.id = requestId;
-        if (chunk.model !== undefined) chunk.model = clientModel;
-        return { out: `data: ${JSON.stringify(chunk)}\n\n`, events };
-      }
-      return { out: `data: ${data}\n\n`, events };
+      const data = frame.data;
+      return (shape !== undefined ? relayLikeShape(shape, data, 0, data.length) : undefined) ?? readFrame(data);
+    },
+    onData(text: string, start: number, end: number): RelayedFrame {
+      return (shape !== undefined ? relayLikeShape(shape, text, start, end) : undefined) ?? readFrame(text.slice(start, end));
     },
     end(): RelayedFrame {
       if (terminal || ctx.signal.aborted) return { out: null, events: [] };
@@ -169,6 +185,92 @@ export function createChatStreamRelay(ctx: GatewayContext): StreamRelay {
     },
   };
 }
+
+/**
+ * A content chunk's text cut around the string that is its `choices[0].delta.content`: `prefix` + a JSON string +
+ * `suffix`. Any text of that form is valid JSON whose tree is the read chunk's with only that string changed, so
+ * it carries what the read chunk carried (no usage, error, finish, other delta, same id and model) and its own
+ * text: it needs no parse, and its client text is `head` + the string + `tail`, as the read chunk's splice made.
+ */
+interface ContentShape {
+  prefix: string;
+  suffix: string;
+  /** `data: ` and the prefix as the client gets it (the request id spliced in). */
+  head: string;
+  /** The suffix and the frame's end. */
+  tail: string;
+}
+
+/** The chunk's content shape, or undefined when its content is not found as `"delta":{"content":"…"` in its text. */
+function contentShape(data: string, spliced: string, chunk: JsonObject): ContentShape | undefined {
+  const key = data.indexOf(DELTA_CONTENT);
+  if (key === -1) return undefined;
+  const start = key + DELTA_CONTENT.length; // the string's opening quote
+  const end = stringTokenEnd(data, start);
+  if (end === -1) return undefined;
+  const prefix = data.slice(0, start);
+  const suffix = data.slice(end);
+  // The key found may belong to another object (a second choice, a duplicate key): the shape holds only if a
+  // probe put in the string's place comes back as choices[0].delta.content.
+  const content = ((chunk.choices as JsonObject[])[0]!.delta as JsonObject).content;
+  const probe = content === "a" ? "b" : "a";
+  try {
+    const probed = JSON.parse(`${prefix}"${probe}"${suffix}`) as { choices?: { delta?: { content?: unknown } }[] };
+    if (probed.choices?.[0]?.delta?.content !== probe) return undefined;
+  } catch {
+    return undefined;
+  }
+  // The splice changed only the id, which lies inside the prefix: the client's prefix is the spliced text's start.
+  const headLength = spliced.length - data.length + start;
+  return { prefix, suffix, head: `data: ${spliced.slice(0, headLength)}`, tail: `${suffix}\n\n` };
+}
+
+/** The frame whose data is text[start, end) relayed as the shape says, or undefined when it is not the shape's (it is read instead). */
+function relayLikeShape(shape: ContentShape, text: string, start: number, end: number): RelayedFrame | undefined {
+  const tokenStart = start + shape.prefix.length;
+  const tokenEnd = end - shape.suffix.length;
+  if (tokenEnd - tokenStart < 2 || !text.startsWith(shape.prefix, start) || !text.startsWith(shape.suffix, tokenEnd)) return undefined;
+  const value = stringTokenValue(text, tokenStart, tokenEnd);
+  if (value === undefined) return undefined;
+  const out = shape.head + text.slice(tokenStart, tokenEnd) + shape.tail;
+  return { out, events: value === "" ? [] : [{ type: "text_delta", text: value }] };
+}
+
+/**
+ * The value of the JSON string token that is exactly text[start, end), or undefined when it is not one. Text
+ * without escapes is its own value; one with escapes is parsed.
+ */
+function stringTokenValue(text: string, start: number, end: number): string | undefined {
+  if (text.charCodeAt(start) !== QUOTE || text.charCodeAt(end - 1) !== QUOTE) return undefined;
+  for (let i = start + 1; i < end - 1; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE || c === BACKSLASH || c < 32) return parsedString(text.slice(start, end));
+  }
+  return text.slice(start + 1, end - 1);
+}
+
+function parsedString(token: string): string | undefined {
+  try {
+    const value: unknown = JSON.parse(token);
+    return typeof value === "string" ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The index after the JSON string token opening at text[start] (a quote), or -1 when it does not close. */
+function stringTokenEnd(text: string, start: number): number {
+  if (text.charCodeAt(start) !== QUOTE) return -1;
+  for (let i = start + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === BACKSLASH) i++;
+    else if (c === QUOTE) return i + 1;
+  }
+  return -1;
+}
+
+const DELTA_CONTENT = '"delta":{"content":';
+const BACKSLASH = 92;
 
 /** The fields of a streamed chat tool call this relay reads (unchecked wire values). */
 interface ChatToolCallDelta {

@@ -120,4 +120,64 @@ describe("openai-chat relay (chat client on a chat upstream)", () => {
       }
     }
   });
+
+  it("relays content chunks shaped like one it read without reading them, exactly as if it had read them", () => {
+    // Compact chunks as upstreams send them: after the first content chunk, the others differ only in their content.
+    const chunk = (delta: string, finish = "null", usage = "null") =>
+      `{"id":"chatcmpl-up9","object":"chat.completion.chunk","created":1,"model":"gpt-6-luna","choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish}}],"usage":${usage}}`;
+    const content = (text: string) => chunk(`{"content":${JSON.stringify(text)}}`);
+    const texts = ["Hello", " world", "", '"usage":{"prompt_tokens":999,"completion_tokens":999}', "usage", 'x"}]}', "\\u0041", "ünï 😀", "line\nbreak", '"finish_reason":"stop"'];
+    const stream = [
+      chunk('{"role":"assistant","content":""}'),
+      ...texts.map(content),
+      chunk('{"content":"\\u0041\\/"}'), // escapes the gateway would not write: read as text all the same
+      chunk('{"content":"raw\tcontrol"}').replace("\\t", "\t"), // a raw tab: not JSON, relayed redacted as any such frame
+      chunk('{"content":"more"}', "null", '{"prompt_tokens":3,"completion_tokens":4}'), // usage beside the content: read
+      content("after"),
+      chunk('{"content":"x","role":"assistant"}'),
+      content("last"),
+      chunk("{}", '"stop"'),
+      chunk("{}").replace('"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":null}]', '"choices":[]').replace('"usage":null', '"usage":{"prompt_tokens":5,"completion_tokens":7}'),
+      "[DONE]",
+    ];
+    for (const wantsUsage of [false, true]) {
+      const relay = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna", wantsUsage }));
+      const inPlace = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna", wantsUsage }));
+      const allRead = stream.map((data) => openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna", wantsUsage })));
+      let text = "";
+      stream.forEach((data, i) => {
+        const relayed = relay.onFrame({ data });
+        // A relay that reads every chunk: a fresh one, started, for each frame (no shape to go by).
+        const reference = allRead[i]!;
+        if (i > 0) reference.onFrame({ data: stream[0]! });
+        const read = reference.onFrame({ data });
+        expect(relayed).toEqual(read);
+        // In place, from the text of a whole read: the same.
+        const around = `data: ${stream[0]}\n\ndata: ${data}\n\n`;
+        expect(inPlace.onData!(around, around.length - 2 - data.length, around.length - 2)).toEqual(relayed);
+        for (const event of relayed.events) if (event.type === "text_delta") text += event.text;
+      });
+      expect(text).toBe(texts.join("") + "\\u0041\\/".replace("\\u0041", "A").replace("\\/", "/") + "moreafterxlast");
+      expect(relay.end!()).toEqual({ out: null, events: [] });
+    }
+  });
+
+  it("relays a chunk shaped like the last one read but carrying an error or another id as a read chunk", () => {
+    const relay = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna" }));
+    const content = (text: string, id = "chatcmpl-up9") => `{"id":"${id}","model":"gpt-6-luna","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}}}]}`;
+    relay.onFrame({ data: content("a") });
+    relay.onFrame({ data: content("b") });
+    expect(relay.onFrame({ data: content("c", "chatcmpl-other") }).out).toBe(`data: ${content("c", REQUEST_ID)}\n\n`);
+    expect(relay.onFrame({ data: content("d") }).events).toEqual([{ type: "text_delta", text: "d" }]);
+    const error = `{"error":{"message":"upstream key sk-upstream-openai rejected"}}`;
+    const failed = relay.onFrame({ data: error });
+    expect(failed.events).toEqual([{ type: "error", message: "upstream key sk-upstream-openai rejected" }]);
+    expect(relay.end!()).toEqual({ out: null, events: [] });
+    // A content key found first that is not the one read (JSON's last duplicate wins): no shape is taken from it.
+    const twice = openaiChat.createStreamRelay(chatContext({ model: "gpt-6-luna" }));
+    const duplicate = (first: string) => `{"id":"c","model":"gpt-6-luna","choices":[{"index":0,"delta":{"content":"${first}","content":"kept"}}]}`;
+    twice.onFrame({ data: duplicate("a") });
+    twice.onFrame({ data: duplicate("b") });
+    expect(twice.onFrame({ data: duplicate("c") }).events).toEqual([{ type: "text_delta", text: "kept" }]);
+  });
 });
