@@ -70,8 +70,10 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const reservations = createSqliteReservations(client, pending, holds);
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
   const forgetWritten = (batch: readonly Generation[]) => reservations.forgetWritten(batch.map((g) => g.id));
+  // Only with holds in memory. With shared holds the event loop writes each turn's reservations itself and would
+  // wait, in SQLite's busy handler, for the write lock the thread holds while it prepares a batch.
   const thread =
-    isInMemoryPath(path) || options.writerThread === false
+    isInMemoryPath(path) || options.writerThread === false || holds === "shared"
       ? null
       : startWriterThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, holdsInTable: holds === "shared", log });
   function writeBatch(batch: readonly Generation[]): void | Promise<void> {
