@@ -199,6 +199,37 @@ describe("storage/sqlite repository", () => {
     expect(await repository.accountTotals(account.id)).toMatchObject({ credits: 31 * USD, debits: 31 * USD, balance: 0 });
   });
 
+  it("keeps the event loop turning while another process holds the write lock, then reserves (shared holds)", async () => {
+    const USD = 1_000_000_000;
+    const path = tempDbPath();
+    const repository = openRepository(path, { holds: "shared" });
+    const { account, key } = await accountWithKey(repository);
+    await repository.addCredit({ accountId: account.id, amount: 5 * USD, kind: "card", reference: "lock" });
+    // Another gateway process (a worker of the same port) in a write transaction for 300 ms.
+    const holder = Bun.spawn([process.execPath, "-e", `
+      const { Database } = require("bun:sqlite");
+      const db = new Database(${JSON.stringify(path)});
+      db.exec("BEGIN IMMEDIATE");
+      console.log("locked");
+      Bun.sleepSync(300);
+      db.exec("COMMIT");
+    `], { stdout: "pipe" });
+    const reader = holder.stdout.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain("locked");
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    const started = performance.now();
+    const input = { id: "gen-locked", accountId: account.id, keyId: key.id, keyLimited: false, instanceId: "gw_test", createdAt: Date.now() };
+    const reserved = repository.reserve(input, () => 1 * USD);
+    // SQLite's busy handler would sleep the whole event loop until the lock is free; the reservation is retried instead.
+    await Bun.sleep(100);
+    expect(ticks).toBeGreaterThanOrEqual(10);
+    expect(await reserved).toBe(1 * USD);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(150);
+    clearInterval(ticker);
+    await holder.exited;
+  });
+
   it("measures group-commit throughput (printed, not asserted)", async () => {
     const repository = openRepository(tempDbPath(), { flushIntervalMs: 60_000 });
     const { account, key } = await accountWithKey(repository);

@@ -67,7 +67,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const pending = new PendingGenerations();
   const gate = new StoreGate();
 
-  const reservations = createSqliteReservations(client, pending, holds);
+  const reservations = createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000);
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
   const forgetWritten = (batch: readonly Generation[]) => reservations.forgetWritten(batch.map((g) => g.id));
   // Only with holds in memory. With shared holds the event loop writes each turn's reservations itself and would
@@ -75,7 +75,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const thread =
     isInMemoryPath(path) || options.writerThread === false || holds === "shared"
       ? null
-      : startWriterThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, holdsInTable: holds === "shared", log });
+      : startWriterThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, holdsInTable: false, log });
   function writeBatch(batch: readonly Generation[]): void | Promise<void> {
     if (thread?.running) return thread.write(batch, () => forgetWritten(batch));
     writer.write(batch);

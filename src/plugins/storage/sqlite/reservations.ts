@@ -281,12 +281,18 @@ class SharedBatches {
   private readonly queue: PendingReservation[] = [];
   private scheduled = false;
   private readonly decideBatch: ReturnType<Database["transaction"]>;
+  /** PRAGMAs act when prepared, not when run: each switch is an `exec` (a few µs, once per turn). */
+  private readonly busyOn: string;
+  /** When the write lock was first found taken for the batch being retried (performance.now()), 0 when it was not. */
+  private busySince = 0;
 
   constructor(
-    client: Database,
+    private readonly client: Database,
     private readonly statements: Statements,
     private readonly holds: HoldBook,
+    private readonly busyTimeoutMs: number,
   ) {
+    this.busyOn = `PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`;
     this.decideBatch = client.transaction((batch: PendingReservation[]) => {
       const stored = new StoredFunds(statements, holds);
       for (const item of batch) {
@@ -314,23 +320,60 @@ class SharedBatches {
     this.scheduled = false;
     const batch = this.queue.splice(0);
     try {
-      this.decideBatch.immediate(batch);
+      this.withoutBusyWait(() => this.decideBatch.immediate(batch));
     } catch (error) {
+      if (this.retryWhenBusy(error, batch)) return;
       for (const item of batch) item.reject(asRefusalOrBusy(error));
       return;
     }
+    this.busySince = 0;
     for (const item of batch) {
       if (item.refusal) item.reject(item.refusal);
       else item.resolve(item.amount ?? 0);
     }
   };
+
+  /**
+   * Runs `work` with SQLite's busy handler off: it would sleep the whole event loop (1 ms, 2 ms, 5 ms …) while
+   * another process (a worker of the same port) holds the write lock. A busy batch is tried again instead.
+   */
+  private withoutBusyWait(work: () => void): void {
+    this.client.exec("PRAGMA busy_timeout = 0");
+    try {
+      work();
+    } finally {
+      this.client.exec(this.busyOn);
+    }
+  }
+
+  /**
+   * The write lock was taken: the batch goes back to the head of the queue and is tried again on the next turns
+   * (the event loop serves everything else meanwhile), until `busyTimeoutMs` has passed; then it fails (503).
+   */
+  private retryWhenBusy(error: unknown, batch: PendingReservation[]): boolean {
+    if ((error as { code?: string } | null)?.code !== "SQLITE_BUSY") return false;
+    const now = performance.now();
+    if (this.busySince === 0) this.busySince = now;
+    if (now - this.busySince > this.busyTimeoutMs) {
+      this.busySince = 0;
+      return false;
+    }
+    this.queue.unshift(...batch);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      // The first retries at once (the lock is usually held for a short transaction), later ones a millisecond apart.
+      if (now - this.busySince < 2) setImmediate(this.runBatch);
+      else setTimeout(this.runBatch, 1);
+    }
+    return true;
+  }
 }
 
-export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared") {
+export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared", busyTimeoutMs = 1000) {
   const statements = prepareStatements(client);
   const holds = new HoldBook(pending, mode === "process");
   const processFunds = new ProcessFunds(statements, holds);
-  const batches = new SharedBatches(client, statements, holds);
+  const batches = new SharedBatches(client, statements, holds, busyTimeoutMs);
 
   return {
     reserve(input: ReservationInput, decide: (funds: Funds) => number): Promise<number> {
