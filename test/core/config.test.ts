@@ -2,7 +2,8 @@ import { afterAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ConfigError, defaultConfigFile, loadConfig } from "../../src/core/config.ts";
+import { availableParallelism } from "node:os";
+import { ConfigError, defaultConfigFile, loadConfig, workerCount } from "../../src/core/config.ts";
 import { startGateway } from "../../src/core/lifecycle.ts";
 import { createLogger } from "../../src/core/log.ts";
 
@@ -366,6 +367,22 @@ describe("server.trusted_proxies", () => {
   it("refuses an entry that is no address or CIDR, naming it", async () => {
     const file = yamlFile(`server:\n  trusted_proxies: "10.0.0.0/8, 10.0.0.0/40"\nplugins: {}\n`);
     expectOneLine(await configError(file), file, "server.trusted_proxies", '"10.0.0.0/40"');
+  });
+});
+
+describe("server.workers", () => {
+  it("is 1 by default, a count from GATEWAY_WORKERS, or auto = the cores available", async () => {
+    const file = join(ROOT, "plugins-config.yaml");
+    expect(workerCount((await loadConfig(file, {})).server)).toBe(1);
+    expect(workerCount((await loadConfig(file, { GATEWAY_WORKERS: "4" })).server)).toBe(4);
+    expect(workerCount((await loadConfig(file, { GATEWAY_WORKERS: "auto" })).server)).toBe(availableParallelism());
+  });
+
+  it("refuses anything else, naming the field", async () => {
+    for (const bad of ["0", "-2", "two", "1.5", "1000"]) {
+      const file = yamlFile(`server:\n  workers: "${bad}"\nplugins: {}\n`);
+      expectOneLine(await configError(file), file, "server", "/workers");
+    }
   });
 });
 
