@@ -113,6 +113,8 @@ export function startWriterThread(path: string, options: { busyTimeoutMs: number
     else finish(current)?.reject(received(message.error));
   };
   worker.onerror = (event) => lost("failed", event.message ?? event);
+  // A thread that ends without an error event would leave the batch in flight unanswered: it is lost too.
+  worker.addEventListener("close", () => lost("exited", "closed"));
   worker.unref();
   post({ type: "start", options: { path, busyTimeoutMs: options.busyTimeoutMs, holdsInTable: options.holdsInTable, control: control.buffer as SharedArrayBuffer, goTimeoutMs: GO_TIMEOUT_MS } });
 
@@ -150,7 +152,7 @@ export function startWriterThread(path: string, options: { busyTimeoutMs: number
         };
         post({ type: "stop" });
       });
-      running = false;
+      running = false; // before terminate: its close event is no loss
       worker.terminate();
     },
   };
