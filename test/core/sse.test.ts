@@ -86,7 +86,7 @@ describe("core/sse SseSplitter.feed", () => {
 
   it("hands one-line data blocks over in place and the others as frames, in order, whatever the reads' cuts", () => {
     const text = 'data: {"a":1}\n\nevent: ping\ndata: {}\n\ndata: ü 😀\r\n\r\ndata: x\ndata: y\n\n: comment\n\ndata: [DONE]\n\n';
-    const expected = [{ data: '{"a":1}', inPlace: true }, { event: "ping", data: "{}" }, { data: "ü 😀", inPlace: true }, { data: "x\ny" }, { data: "[DONE]", inPlace: true }];
+    const expected: (SseFrame & { inPlace?: true })[] = [{ data: '{"a":1}', inPlace: true }, { event: "ping", data: "{}" }, { data: "ü 😀", inPlace: true }, { data: "x\ny" }, { data: "[DONE]", inPlace: true }];
     const bytes = new TextEncoder().encode(text);
     for (let cut = 1; cut < bytes.length; cut++) {
       const splitter = new SseSplitter();
