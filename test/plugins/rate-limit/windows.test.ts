@@ -269,8 +269,26 @@ describe("rate-limit windows (the primary of several workers: primary-store.ts)"
     windowSuite(async () => createLeasedStore(opened(), { leaseMs: 250, now: () => T0 }));
   });
 
-  it("serves the four topics", () => {
-    expect(inProcessPrimary().topics.sort()).toEqual(["rate-limit.adjust", "rate-limit.admit", "rate-limit.giveBack", "rate-limit.take"]);
+  it("serves its topics (settles summed per key, several keys in one message)", () => {
+    expect(inProcessPrimary().topics.sort()).toEqual(["rate-limit.adjust", "rate-limit.adjustMany", "rate-limit.admit", "rate-limit.giveBack", "rate-limit.take"]);
+  });
+
+  it("sums a key's settles into one message, sent before that key's next admission", async () => {
+    const { link, part } = inProcessPrimary();
+    const calls: string[] = [];
+    const counted = { call: (topic: string, payload: unknown, timeoutMs?: number) => (calls.push(topic), link.call(topic, payload, timeoutMs)) };
+    const store = createPrimaryStore(counted as typeof link);
+    const key = newKey();
+    expect(await store.admit(key, 0, 100, 100, T0)).toBeNull();
+    // Two settles of 30 tokens each: the window is full again only if both reached the primary before the admission.
+    const settled = [store.adjust(key, 100, -30, T0), store.adjust(key, 100, -30, T0)];
+    expect(await store.admit(key, 0, 100, 60, T0)).toBeNull();
+    await Promise.all(settled);
+    expect(calls).toEqual(["rate-limit.admit", "rate-limit.adjust", "rate-limit.admit"]);
+    // Other keys' settles go out together after the batch interval.
+    await Promise.all([store.adjust(newKey(), 100, 5, T0), store.adjust(newKey(), 100, 5, T0)]);
+    expect(calls.slice(3)).toEqual(["rate-limit.adjustMany"]);
+    await Promise.all([store.close(), part.close()]);
   });
 
   it("two workers behind leases never admit more than the limit together", async () => {
