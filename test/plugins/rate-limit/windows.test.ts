@@ -276,7 +276,7 @@ describe("rate-limit windows (the primary of several workers: primary-store.ts)"
   it("sums a key's settles into one message, sent before that key's next admission", async () => {
     const { link, part } = inProcessPrimary();
     const calls: string[] = [];
-    const counted = { call: (topic: string, payload: unknown, timeoutMs?: number) => (calls.push(topic), link.call(topic, payload, timeoutMs)) };
+    const counted = { call: (topic: string, payload: unknown) => (calls.push(topic), link.call(topic, payload)) };
     const store = createPrimaryStore(counted as typeof link);
     const key = newKey();
     expect(await store.admit(key, 0, 100, 100, T0)).toBeNull();

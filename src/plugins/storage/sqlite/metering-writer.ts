@@ -85,27 +85,6 @@ export function createMeteringWriter(db: SqliteDb, client: Database, options: { 
     write(batch: readonly Generation[]): void {
       transaction.immediate(batch);
     },
-
-    /**
-     * Applies the batch in an IMMEDIATE transaction left open: the caller ends it with `commit` or
-     * `rollback` (writer-worker.ts commits only once the event loop is ready to settle the batch at the
-     * same instant). Throws, with the transaction rolled back, on any failure.
-     */
-    begin(batch: readonly Generation[]): void {
-      client.exec("BEGIN IMMEDIATE");
-      try {
-        applyBatch(batch);
-      } catch (error) {
-        client.exec("ROLLBACK");
-        throw error;
-      }
-    },
-    commit(): void {
-      client.exec("COMMIT");
-    },
-    rollback(): void {
-      if (client.inTransaction) client.exec("ROLLBACK");
-    },
   };
 }
 

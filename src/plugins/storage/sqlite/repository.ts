@@ -20,7 +20,6 @@ import { createSqliteReservations, sqliteReservationStore, type HoldsMode } from
 import { createSqliteSessions } from "./sessions.ts";
 import { createSqliteSettings } from "./settings.ts";
 import { createSqliteUsers } from "./users.ts";
-import { startWriterThread, WriterThreadLost } from "./writer-thread.ts";
 
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** Group-commit period (default 5 ms). */
@@ -35,11 +34,6 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   holds?: HoldsMode;
   /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
   checkpointIntervalMs?: number;
-  /**
-   * Group commits on a thread of their own (writer-thread.ts), off the event loop (default: on for a file;
-   * a `:memory:` database lives in one connection, so it is always written on the event loop).
-   */
-  writerThread?: boolean;
   log?: Logger;
 }
 
@@ -69,21 +63,11 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
   const reservations = createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000);
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
-  const forgetWritten = (batch: readonly Generation[]) => reservations.forgetWritten(batch.map((g) => g.id));
-  // Only with holds in memory. With shared holds the event loop writes each turn's reservations itself and would
-  // wait, in SQLite's busy handler, for the write lock the thread holds while it prepares a batch.
-  const thread =
-    isInMemoryPath(path) || options.writerThread === false || holds === "shared"
-      ? null
-      : startWriterThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, holdsInTable: false, log });
-  function writeBatch(batch: readonly Generation[]): void | Promise<void> {
-    if (thread?.running) return thread.write(batch, () => forgetWritten(batch));
+  function writeBatch(batch: readonly Generation[]): void {
     writer.write(batch);
-    forgetWritten(batch);
+    reservations.forgetWritten(batch.map((g) => g.id));
   }
-  // A lost thread is no fault of the rows: retried (on the event loop's writer), never set aside.
-  const isPermanentFailure = (error: unknown) => !(error instanceof WriterThreadLost) && isPermanent(error);
-  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent: isPermanentFailure, flushIntervalMs, maxBatch, log });
+  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent, flushIntervalMs, maxBatch, log });
 
   const lifecycle: StoreLifecycle = {
     async ping() {
@@ -99,7 +83,6 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       if (gate.closed) return;
       gate.closed = true; // new writes are refused from here; reads keep working until the file closes
       await commits.stop();
-      await thread?.stop();
       await checkpointer?.stop();
       client.close();
       lock?.release();
