@@ -1,6 +1,6 @@
 import { ListenError, startGateway } from "./core/lifecycle.ts";
 import { ConfigError, defaultConfigFile, loadConfig, workerCount } from "./core/config.ts";
-import { createLogger } from "./core/log.ts";
+import { createLogger, flushLogs } from "./core/log.ts";
 import { startPrimary, WorkerStartError } from "./core/primary.ts";
 import { workerIndex } from "./core/workers.ts";
 import { listensEverywhere } from "./core/lifecycle.ts";
@@ -40,6 +40,7 @@ async function runGateway(): Promise<void> {
     log.info("stopping", { signal });
     await gateway.stop();
     log.info("stopped");
+    await flushLogs();
     process.exit(0);
   };
   process.once("SIGTERM", () => void shutdown("SIGTERM"));
@@ -64,6 +65,7 @@ async function runPrimary(workers: number, config: Awaited<ReturnType<typeof loa
     log.info("stopping", { signal, workers });
     await primary.stop();
     log.info("stopped");
+    await flushLogs();
     process.exit(0);
   };
   process.once("SIGTERM", () => void shutdown("SIGTERM"));

@@ -33,18 +33,37 @@ const silent = process.env.GATEWAY_LOG === "silent";
  * Lines are gathered and written once per turn of the event loop (setImmediate, even for a request alone: a line
  * need not go out before the answer it logs), or every 64 KB: one write for all the
  * requests of a turn instead of one per request (a write per access line cost a measurable share of the
- * throughput, stdout being a pipe). What is gathered when the process exits is written synchronously on the way out; a process
- * killed outright loses at most the lines of its last turn.
+ * throughput, stdout being a pipe). They go to stdout through one Bun FileSink, whose writes a graceful stop waits
+ * for (`flushLogs`): `process.stdout.write` keeps what a slow pipe did not take yet where `process.exit` drops it.
+ * What is gathered when the process exits is written synchronously on the way out; a process killed outright
+ * loses at most the lines of its last turn and what the pipe had not taken.
  */
 let gathered = "";
 let flushScheduled = false;
+let sink: import("bun").FileSink | null = null;
+
+/** Hands `data` to stdout after everything handed before it; resolves once written (a promise only while some is pending). */
+export function writeStdout(data: string | Uint8Array): Promise<number> | number {
+  const writer = (sink ??= Bun.stdout.writer());
+  writer.write(data);
+  const flushed = writer.flush();
+  if (flushed instanceof Promise) flushed.catch(() => {}); // a closed stdout (EPIPE) is no reason to stop serving
+  return flushed;
+}
 
 function flushLines(): void {
   flushScheduled = false;
   if (gathered === "") return;
   const text = gathered;
   gathered = "";
-  process.stdout.write(text);
+  writeStdout(text);
+}
+
+/** Writes every gathered line and waits (at most `timeoutMs`) until stdout has taken them: before a graceful exit. */
+export async function flushLogs(timeoutMs = 30_000): Promise<void> {
+  flushLines();
+  const flushed = sink?.flush();
+  if (flushed instanceof Promise) await Promise.race([flushed.catch(() => {}), Bun.sleep(timeoutMs)]);
 }
 
 function emit(line: string): void {

@@ -1,6 +1,6 @@
 import type { Subprocess } from "bun";
 import type { GatewayConfig } from "./config.ts";
-import type { Logger } from "./log.ts";
+import { writeStdout, type Logger } from "./log.ts";
 import { probePort } from "./lifecycle.ts";
 import { Replies, replyWith, WORKER_INDEX_ENV, WORKER_PORT_ENV, type ChannelMessage, type PrimaryHost, type PrimaryPart } from "./workers.ts";
 
@@ -20,6 +20,8 @@ interface WorkerSlot {
   startedAt: number;
   restartDelayMs: number;
   ready: boolean;
+  /** Its log lines being copied to stdout; settles once its output has ended and is written. */
+  relay: Promise<void>;
 }
 
 /**
@@ -35,7 +37,7 @@ export async function startPrimary(config: GatewayConfig, count: number, options
   probePort(config.server.hostname, port, config.file);
   const handlers = new Map<string, (payload: unknown, from: number) => unknown | Promise<unknown>>();
   const replies = new Replies();
-  const slots: WorkerSlot[] = Array.from({ length: count }, (_, index) => ({ index, process: null, startedAt: 0, restartDelayMs: 1_000, ready: false }));
+  const slots: WorkerSlot[] = Array.from({ length: count }, (_, index) => ({ index, process: null, startedAt: 0, restartDelayMs: 1_000, ready: false, relay: Promise.resolve() }));
   let stopping = false;
 
   const host: PrimaryHost = {
@@ -91,7 +93,9 @@ export async function startPrimary(config: GatewayConfig, count: number, options
     slot.startedAt = Date.now();
     slot.process = Bun.spawn([process.execPath, options.entry], {
       env: { ...workerEnv(env, count, port), [WORKER_INDEX_ENV]: String(slot.index) },
-      stdio: ["ignore", "inherit", "inherit"],
+      // Its log lines come through the primary, whole: two processes writing one pipe cut each other's lines
+      // once the pipe is full (a slow log collector).
+      stdio: ["ignore", "pipe", "inherit"],
       ipc: (message) => onMessage(slot, message as ChannelMessage),
       onExit: (_, code) => {
         slot.process = null;
@@ -99,6 +103,7 @@ export async function startPrimary(config: GatewayConfig, count: number, options
         onExit?.(slot, code);
       },
     });
+    slot.relay = relayWholeLines(slot.process.stdout as ReadableStream<Uint8Array>);
   }
 
   /** Starts `slot` and resolves once it listens; rejects with its exit code when it dies first. */
@@ -140,6 +145,9 @@ export async function startPrimary(config: GatewayConfig, count: number, options
       return child.exited;
     });
     await Promise.all(exits);
+    // Every line they wrote (their "stopped" lines last) is out before this process exits; a log reader that
+    // stopped reading altogether cannot hold the stop for more than 30 s.
+    await Promise.race([Promise.all(slots.map((slot) => slot.relay)), Bun.sleep(30_000)]);
   }
 
   async function closeParts(): Promise<void> {
@@ -163,6 +171,39 @@ export async function startPrimary(config: GatewayConfig, count: number, options
         await closeParts();
       })()),
   };
+}
+
+const NEWLINE = 10;
+
+/**
+ * Copies a worker's log output to this process's stdout in whole lines only, through the logger's one writer, so
+ * that the lines of several workers (and the primary's own) never cut each other. Waits while stdout is full: the
+ * worker's own writes then wait in the worker, as a single process's do.
+ */
+async function relayWholeLines(from: ReadableStream<Uint8Array>): Promise<void> {
+  let rest: Uint8Array = new Uint8Array(0);
+  try {
+    for await (const chunk of from) {
+      const end = chunk.lastIndexOf(NEWLINE) + 1;
+      if (end === 0) {
+        rest = joined(rest, chunk);
+        continue;
+      }
+      await writeStdout(joined(rest, chunk.slice(0, end)));
+      rest = chunk.slice(end);
+    }
+  } catch {
+    // The worker is gone: what it wrote before is out; a cut last line follows below.
+  }
+  if (rest.length > 0) await writeStdout(joined(rest, new Uint8Array([NEWLINE])));
+}
+
+function joined(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
 }
 
 /** A worker died before it listened: the gateway does not start (its own lines say why). */

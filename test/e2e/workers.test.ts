@@ -194,6 +194,67 @@ if (POSTGRES_URL) {
   });
 } else describe.skip("GATEWAY_WORKERS=2 on Postgres (set POSTGRES_TEST_URL, e.g. postgres://postgres@127.0.0.1:5432/test)", () => it("skipped", () => {}));
 
+describe("GATEWAY_WORKERS logs", () => {
+  it("writes every line whole and none lost through a slow log reader, up to the last one of a graceful stop", async () => {
+    const port = freePort();
+    const child = Bun.spawn([process.execPath, "src/index.ts"], {
+      cwd: join(import.meta.dir, "../.."),
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? tmpdir(),
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        EDGE_RATE_LIMIT_RPS: "0",
+        GATEWAY_WORKERS: "2",
+        GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+        GATEWAY_SANDBOX: "true",
+        DATABASE_URL: `sqlite:${join(dir, "slow-log.db")}`,
+      },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    // A log collector slower than the gateway: the pipe fills, and the two workers' writes meet in it.
+    const chunks: Uint8Array[] = [];
+    const read = (async () => {
+      for await (const chunk of child.stdout) {
+        chunks.push(chunk);
+        await Bun.sleep(100);
+      }
+    })();
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor(() => fetch(`${url}/ready`).then((r) => r.status === 200, () => false), 30_000, "the workers to listen");
+    await Bun.sleep(500);
+    const { key } = await newAccountWithKey(url, "100");
+    let answered = 0;
+    const until = Date.now() + 2_000;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (Date.now() < until) if ((await chatOnNewConnection(url, key)).status === 200) answered++;
+      }),
+    );
+    child.kill("SIGTERM");
+    expect(await child.exited).toBe(0);
+    await read;
+    const text = Buffer.concat(chunks).toString("utf8");
+    const written = text.split("\n").filter((line) => line !== "");
+    const unreadable = written.filter((line) => {
+      try {
+        JSON.parse(line);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    expect(unreadable).toEqual([]);
+    const parsed = written.map((line) => JSON.parse(line));
+    expect(parsed.filter((line) => line.message === "request" && line.path === "/v1/chat/completions" && line.status === 200)).toHaveLength(answered);
+    expect(answered).toBeGreaterThan(1_000);
+    expect(parsed.at(-1)).toMatchObject({ message: "stopped" });
+    expect(parsed.filter((line) => line.message === "stopped").map((line) => line.worker ?? "primary").sort()).toEqual([0, 1, "primary"]);
+  }, 60_000);
+});
+
 describe("GATEWAY_WORKERS faults", () => {
   it("workers stop on their own when their primary is killed with -9", async () => {
     const gateway = await startWorkers(2);
