@@ -3,6 +3,7 @@ import type { Denial } from "./gcra.ts";
 import type { Grant, LeasableStore } from "./leases.ts";
 import { countersUnavailable } from "./limits.ts";
 import { createMemoryStore } from "./memory-store.ts";
+import { createSettleSummer } from "./settles.ts";
 
 /**
  * Several workers without Redis (core/primary.ts): the primary process keeps the one memory store of every
@@ -47,9 +48,6 @@ export interface AdjustPayload {
   now: number;
 }
 
-/** How long settles of one key are summed before they go to the primary (with the others due): as redis-store.ts does. */
-const SETTLE_BATCH_MS = 10;
-
 /**
  * How long a worker waits for the primary. It answers from memory in microseconds; a primary this slow is
  * stuck or gone, and the request fails closed (503) rather than wait.
@@ -89,45 +87,20 @@ export function serveSharedWindows(host: PrimaryHost): { close(): Promise<void> 
  * A call that fails (no answer in time, the primary gone) fails the request closed with 503, as Redis lost does.
  */
 export function createPrimaryStore(link: Pick<WorkerLink, "call">, timeoutMs = CALL_TIMEOUT_MS): LeasableStore {
-  /**
-   * Settles of one key summed, and sent together every SETTLE_BATCH_MS in one message: one IPC message per
-   * request would make the primary's one thread the limit of every worker together. A key's own settle goes out
-   * before this worker's next admission of it (the channel keeps the order, so that admission sees it).
-   */
-  const settles = new Map<string, AdjustPayload & { done: PromiseWithResolvers<void> }>();
-  let settleTimer: ReturnType<typeof setTimeout> | null = null;
-  function sendSettleOf(key: string): void {
-    const settle = settles.get(key);
-    if (settle === undefined) return;
-    settles.delete(key);
-    sent(TOPICS.adjust, { key, tpm: settle.tpm, tokens: settle.tokens, now: settle.now }, [settle.done]);
-  }
-  function sendSettles(): void {
-    if (settleTimer !== null) clearTimeout(settleTimer);
-    settleTimer = null;
-    if (settles.size === 0) return;
-    const due = [...settles.values()];
-    settles.clear();
-    sent(TOPICS.adjustMany, due.map(({ key, tpm, tokens, now }) => ({ key, tpm, tokens, now })), due.map((settle) => settle.done));
-  }
-  function sent(topic: string, payload: unknown, done: PromiseWithResolvers<void>[]): void {
-    link
-      .call(topic, payload, timeoutMs)
-      .then(ignore, countersUnavailable)
-      .then(
-        () => done.forEach((d) => d.resolve()),
-        (error) => done.forEach((d) => d.reject(error)),
-      );
-  }
+  // Settles summed per key and sent together in one message: one IPC message per request would make the
+  // primary's one thread the limit of every worker together (settles.ts).
+  const settles = createSettleSummer((due) =>
+    link.call(due.length === 1 ? TOPICS.adjust : TOPICS.adjustMany, due.length === 1 ? due[0] : due, timeoutMs).then(ignore, countersUnavailable),
+  );
 
   return {
     admit(key, rpm, tpm, tokens, now) {
-      sendSettleOf(key);
+      settles.sendKey(key);
       const payload: AdmitPayload = { key, rpm, tpm, tokens, now };
       return link.call<Denial | null>(TOPICS.admit, payload, timeoutMs).catch(countersUnavailable);
     },
     take(key, rpm, tpm, tokens, requests, extraTokens, now) {
-      sendSettleOf(key);
+      settles.sendKey(key);
       const payload: TakePayload = { key, rpm, tpm, tokens, requests, extraTokens, now };
       return link.call<Grant>(TOPICS.take, payload, timeoutMs).catch(countersUnavailable);
     },
@@ -138,22 +111,11 @@ export function createPrimaryStore(link: Pick<WorkerLink, "call">, timeoutMs = C
     },
     adjust(key, tpm, tokens, now) {
       if (tpm <= 0 || tokens === 0) return;
-      let settle = settles.get(key);
-      if (settle === undefined) {
-        settle = { key, tpm, tokens: 0, now, done: Promise.withResolvers<void>() };
-        settles.set(key, settle);
-        settleTimer ??= setTimeout(sendSettles, SETTLE_BATCH_MS);
-      }
-      settle.tpm = tpm;
-      settle.tokens += tokens;
-      settle.now = Math.max(settle.now, now);
-      return settle.done.promise;
+      return settles.add(key, tpm, tokens, now);
     },
     async close() {
       // The windows live in the primary; settles still summing go out first.
-      const answered = Promise.all([...settles.values()].map((settle) => settle.done.promise.catch(ignore)));
-      sendSettles();
-      await Promise.race([answered, Bun.sleep(timeoutMs)]);
+      await settles.flush(timeoutMs);
     },
   };
 }

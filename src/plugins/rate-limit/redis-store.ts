@@ -2,6 +2,7 @@ import Redis from "ioredis";
 import type { Logger } from "../../core/log.ts";
 import { denial, PERIOD_MS, type Denial } from "./gcra.ts";
 import type { Grant, LeasableStore } from "./leases.ts";
+import { createSettleSummer } from "./settles.ts";
 import { countersUnavailable } from "./limits.ts";
 
 /**
@@ -110,16 +111,6 @@ interface ScriptedRedis extends Redis {
   rateLimitAdjust(key: string, now: number, tpm: number, tokens: number, period: number, rpm?: number, requests?: number): Promise<number>;
 }
 
-/** How long settles of one key are summed before they go to Redis as one command. */
-const SETTLE_BATCH_MS = 10;
-
-interface PendingSettle {
-  tpm: number;
-  tokens: number;
-  now: number;
-  done: PromiseWithResolvers<void>;
-}
-
 export interface RedisStoreOptions {
   url: string;
   keyPrefix: string;
@@ -173,40 +164,23 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Leas
     redis.once("error", done);
   });
 
-  /**
-   * Settles (a request's actual tokens minus its admission charge) of one key, summed and sent as one
-   * command: half of the Redis commands per request were settles, and each costs the event loop more
-   * than the sum. Same outcome as one command per request applied in some order (a window never drops
-   * below zero either way). They go out before this instance's next admission of the key (one
-   * connection keeps the order, so that admission sees them), or after SETTLE_BATCH_MS; another
-   * instance sees them at most that much later, a few tokens of a per-minute window.
-   */
-  const settles = new Map<string, PendingSettle>();
-  let settleTimer: ReturnType<typeof setTimeout> | null = null;
-  function sendSettle(key: string, settle: PendingSettle): void {
-    settles.delete(key);
-    if (settle.tokens === 0) return settle.done.resolve();
-    redis
-      .rateLimitAdjust(key, Math.floor(settle.now), settle.tpm, settle.tokens, PERIOD_MS)
-      .then(ignore, countersUnavailable)
-      .then(settle.done.resolve, settle.done.reject);
-  }
-  function sendSettles(): void {
-    if (settleTimer !== null) clearTimeout(settleTimer);
-    settleTimer = null;
-    for (const [key, settle] of settles) sendSettle(key, settle);
-  }
+  // Settles summed per key, one command per key (settles.ts).
+  const settles = createSettleSummer((due) =>
+    Promise.all(
+      due.map(({ key, tpm, tokens, now }) =>
+        tokens === 0 ? undefined : redis.rateLimitAdjust(key, Math.floor(now), tpm, tokens, PERIOD_MS).then(ignore, countersUnavailable),
+      ),
+    ).then(ignore),
+  );
 
   return {
     redis,
     admit(key: string, rpm: number, tpm: number, tokens: number, now: number): Promise<Denial | null> {
-      const settle = settles.get(key);
-      if (settle !== undefined) sendSettle(key, settle);
+      settles.sendKey(key);
       return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS).then(toDenial, countersUnavailable);
     },
     take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Promise<Grant> {
-      const settle = settles.get(key);
-      if (settle !== undefined) sendSettle(key, settle);
+      settles.sendKey(key);
       return redis.rateLimitAdmit(key, Math.floor(now), rpm, tpm, tokens, PERIOD_MS, requests, extraTokens).then(toGrant, countersUnavailable);
     },
     giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): Promise<void> {
@@ -214,22 +188,11 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Leas
       return redis.rateLimitAdjust(key, Math.floor(now), tpm, -tokens, PERIOD_MS, rpm, -requests).then(ignore, countersUnavailable);
     },
     adjust(key: string, tpm: number, tokens: number, now: number): Promise<void> {
-      let settle = settles.get(key);
-      if (settle === undefined) {
-        settle = { tpm, tokens: 0, now, done: Promise.withResolvers<void>() };
-        settles.set(key, settle);
-        settleTimer ??= setTimeout(sendSettles, SETTLE_BATCH_MS);
-      }
-      settle.tpm = tpm;
-      settle.tokens += tokens;
-      settle.now = Math.max(settle.now, now);
-      return settle.done.promise;
+      return settles.add(key, tpm, tokens, now);
     },
     async close() {
       // Settles still summing go out first, and are answered before QUIT (auto-pipelined commands leave a tick late).
-      const answered = Promise.all([...settles.values()].map((settle) => settle.done.promise.catch(ignore)));
-      sendSettles();
-      await Promise.race([answered, Bun.sleep(connectTimeout)]);
+      await settles.flush(connectTimeout);
       await Promise.race([redis.quit().catch(ignore), Bun.sleep(connectTimeout)]);
       redis.disconnect();
     },
