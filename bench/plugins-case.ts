@@ -55,10 +55,13 @@ export interface PluginsCaseOptions {
   redisUrl?: string;
 }
 
-/** plugins-config.yaml with `rate-limit` and `budget` disabled (comments kept), written to `path`. */
+/**
+ * plugins-config.yaml with `rate-limit` and `budget` disabled (comments kept), written to `path`; `payments-stripe`
+ * too, which requires the budget (it sells plans through it) and serves nothing without STRIPE_SECRET_KEY anyway.
+ */
 export function writePluginsOffConfig(path: string): void {
   const doc = parseDocument(readFileSync(join(ROOT, "plugins-config.yaml"), "utf8"));
-  for (const name of ["rate-limit", "budget"]) {
+  for (const name of ["rate-limit", "budget", "payments-stripe"]) {
     if (!doc.hasIn(["plugins", name])) throw new Error(`plugins-config.yaml has no plugins.${name}`);
     doc.setIn(["plugins", name, "enabled"], false);
   }
