@@ -36,7 +36,11 @@ async function runGateway(): Promise<void> {
   const where = everywhere ? { interfaces: "all (reachable from other machines)", local_url: gateway.url } : { url: gateway.url };
   if (gateway.worker) log.info("worker listening", { bind: gateway.bind, pid: process.pid });
   else log.info("gateway listening", { bind: gateway.bind, ...where, config: gateway.config.file, plugins: gateway.config.plugins.map((p) => p.definition.name) });
+  let stopping = false;
+  // Once: a worker gets Ctrl-C's SIGINT from the terminal and its primary's SIGTERM too.
   const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
     log.info("stopping", { signal });
     await gateway.stop();
     log.info("stopped");
@@ -61,7 +65,10 @@ async function runPrimary(workers: number, config: Awaited<ReturnType<typeof loa
     workers,
     plugins: config.plugins.map((p) => p.definition.name),
   });
+  let stopping = false;
   const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
     log.info("stopping", { signal, workers });
     await primary.stop();
     log.info("stopped");
