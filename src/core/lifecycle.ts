@@ -91,11 +91,13 @@ function listenError(file: string, hostname: string, port: number, error: unknow
   );
 }
 
-/** Binds the port for a moment and lets it go: fails with a ListenError when it is taken. Port 0 takes any free port. */
-export function probePort(hostname: string, port: number, file: string): void {
-  if (port === 0) return;
+/** Binds the port for a moment and lets it go: fails with a ListenError when it is taken. Returns the port bound (port 0: a free one). */
+export function probePort(hostname: string, port: number, file: string): number {
   try {
-    Bun.serve({ hostname, port, reusePort: false, fetch: () => new Response(null, { status: 503 }) }).stop(true);
+    const probe = Bun.serve({ hostname, port, reusePort: false, fetch: () => new Response(null, { status: 503 }) });
+    const bound = probe.port ?? port;
+    probe.stop(true);
+    return bound;
   } catch (error) {
     throw listenError(file, hostname, port, error);
   }

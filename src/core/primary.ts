@@ -22,6 +22,8 @@ interface WorkerSlot {
   ready: boolean;
   /** Its log lines being copied to stdout; settles once its output has ended and is written. */
   relay: Promise<void>;
+  /** While the gateway starts: told when this worker listens, or dies first. */
+  starting?: { listening(): void; died(code: number | null): void };
 }
 
 /**
@@ -33,8 +35,8 @@ interface WorkerSlot {
  */
 export async function startPrimary(config: GatewayConfig, count: number, options: { log: Logger; env: Record<string, string | undefined>; now?: () => number; entry: string }): Promise<RunningPrimary> {
   const { log, env } = options;
-  const port = config.server.port === 0 ? freePort(config.server.hostname) : config.server.port;
-  probePort(config.server.hostname, port, config.file);
+  // Port 0 (tests): the port the kernel chose, which every worker then binds.
+  const port = probePort(config.server.hostname, config.server.port, config.file);
   const handlers = new Map<string, (payload: unknown, from: number) => unknown | Promise<unknown>>();
   const replies = new Replies();
   const slots: WorkerSlot[] = Array.from({ length: count }, (_, index) => ({ index, process: null, startedAt: 0, restartDelayMs: 1_000, ready: false, relay: Promise.resolve() }));
@@ -81,12 +83,21 @@ export async function startPrimary(config: GatewayConfig, count: number, options
       for (const other of slots) if (other !== slot && other.ready) send(other, message);
     } else if (message.t === "ready") {
       slot.ready = true;
-      onReady?.(slot);
+      slot.starting?.listening();
     }
   }
 
-  let onReady: ((slot: WorkerSlot) => void) | null = null;
-  let onExit: ((slot: WorkerSlot, code: number | null) => void) | null = null;
+  /** A worker exited: during the start that fails the start; later it is restarted, with backoff while it keeps dying. */
+  function onExit(slot: WorkerSlot, code: number | null): void {
+    if (slot.starting) return slot.starting.died(code);
+    if (stopping) return;
+    const healthy = Date.now() - slot.startedAt >= HEALTHY_AFTER_MS;
+    slot.restartDelayMs = healthy ? 1_000 : Math.min(slot.restartDelayMs * 2, MAX_RESTART_DELAY_MS);
+    log.error("worker exited; restarting it", { worker: slot.index, exit_code: code, restart_in_ms: slot.restartDelayMs });
+    setTimeout(() => {
+      if (!stopping) spawn(slot);
+    }, slot.restartDelayMs);
+  }
 
   function spawn(slot: WorkerSlot): void {
     slot.ready = false;
@@ -100,7 +111,7 @@ export async function startPrimary(config: GatewayConfig, count: number, options
       onExit: (_, code) => {
         slot.process = null;
         slot.ready = false;
-        onExit?.(slot, code);
+        onExit(slot, code);
       },
     });
     slot.relay = relayWholeLines(slot.process.stdout as ReadableStream<Uint8Array>);
@@ -109,11 +120,17 @@ export async function startPrimary(config: GatewayConfig, count: number, options
   /** Starts `slot` and resolves once it listens; rejects with its exit code when it dies first. */
   function startOne(slot: WorkerSlot): Promise<void> {
     return new Promise((resolve, reject) => {
-      const previousReady = onReady;
-      const previousExit = onExit;
+      slot.starting = {
+        listening: () => {
+          slot.starting = undefined;
+          resolve();
+        },
+        died: (code) => {
+          slot.starting = undefined;
+          reject(new WorkerStartError(slot.index, code));
+        },
+      };
       spawn(slot);
-      onReady = (ready) => (ready === slot ? resolve() : previousReady?.(ready));
-      onExit = (exited, code) => (exited === slot ? reject(new WorkerStartError(slot.index, code)) : previousExit?.(exited, code));
     });
   }
 
@@ -127,16 +144,6 @@ export async function startPrimary(config: GatewayConfig, count: number, options
     await closeParts();
     throw error;
   }
-  onReady = null;
-  onExit = (slot, code) => {
-    if (stopping) return;
-    const healthy = Date.now() - slot.startedAt >= HEALTHY_AFTER_MS;
-    slot.restartDelayMs = healthy ? 1_000 : Math.min(slot.restartDelayMs * 2, MAX_RESTART_DELAY_MS);
-    log.error("worker exited; restarting it", { worker: slot.index, exit_code: code, restart_in_ms: slot.restartDelayMs });
-    setTimeout(() => {
-      if (!stopping) spawn(slot);
-    }, slot.restartDelayMs);
-  };
 
   async function stopAll(): Promise<void> {
     const exits = slots.filter((slot) => slot.process).map((slot) => {
@@ -232,10 +239,3 @@ function workerEnv(env: Record<string, string | undefined>, count: number, port:
   };
 }
 
-/** A port nobody listens on now, for `port: 0` (tests): every worker must bind the same one. */
-function freePort(hostname: string): number {
-  const probe = Bun.serve({ hostname, port: 0, fetch: () => new Response(null, { status: 503 }) });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
