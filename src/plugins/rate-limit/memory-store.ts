@@ -25,57 +25,53 @@ export function createMemoryStore(options: { now: () => number; sweepIntervalMs?
   }, options.sweepIntervalMs ?? PERIOD_MS);
   sweeper.unref?.();
 
+  /** Admits one request costing `tokens` when both windows have room (and charges both), else says why not. */
+  function admit(key: string, rpm: number, tpm: number, tokens: number, now: number): Denial | null {
+    let entry = windows.get(key);
+    const requests = entry && rpm > 0 ? drained(entry.requests, entry.requestsAt, rpm, now) : 0;
+    const tokenLevel = entry && tpm > 0 ? drained(entry.tokens, entry.tokensAt, tpm, now) : 0;
+    const refused = denial(rpm > 0 ? waitFor(requests, 1, rpm) : 0, tpm > 0 ? waitFor(tokenLevel, tokens, tpm) : 0);
+    if (refused) return refused;
+    if (!entry) {
+      entry = { requests: 0, requestsAt: now, tokens: 0, tokensAt: now, until: 0 };
+      windows.set(key, entry);
+    }
+    if (rpm > 0) {
+      entry.requests = requests + PERIOD_MS;
+      if (now > entry.requestsAt) entry.requestsAt = now;
+    }
+    if (tpm > 0) {
+      entry.tokens = tokenLevel + tokens * PERIOD_MS;
+      if (now > entry.tokensAt) entry.tokensAt = now;
+    }
+    entry.until = Math.max(entry.until, now + stateTtl(entry.tokens, tpm));
+    return null;
+  }
+
   return {
     get size() {
       return windows.size;
     },
 
-    admit(key: string, rpm: number, tpm: number, tokens: number, now: number): Denial | null {
-      let entry = windows.get(key);
-      const requests = entry && rpm > 0 ? drained(entry.requests, entry.requestsAt, rpm, now) : 0;
-      const tokenLevel = entry && tpm > 0 ? drained(entry.tokens, entry.tokensAt, tpm, now) : 0;
-      const refused = denial(rpm > 0 ? waitFor(requests, 1, rpm) : 0, tpm > 0 ? waitFor(tokenLevel, tokens, tpm) : 0);
-      if (refused) return refused;
-      if (!entry) {
-        entry = { requests: 0, requestsAt: now, tokens: 0, tokensAt: now, until: 0 };
-        windows.set(key, entry);
-      }
-      if (rpm > 0) {
-        entry.requests = requests + PERIOD_MS;
-        if (now > entry.requestsAt) entry.requestsAt = now;
-      }
-      if (tpm > 0) {
-        entry.tokens = tokenLevel + tokens * PERIOD_MS;
-        if (now > entry.tokensAt) entry.tokensAt = now;
-      }
-      entry.until = Math.max(entry.until, now + stateTtl(entry.tokens, tpm));
-      return null;
-    },
+    admit,
 
     take(key: string, rpm: number, tpm: number, tokens: number, requests: number, extraTokens: number, now: number): Grant {
-      let entry = windows.get(key);
-      const requestLevel = entry && rpm > 0 ? drained(entry.requests, entry.requestsAt, rpm, now) : 0;
-      const tokenLevel = entry && tpm > 0 ? drained(entry.tokens, entry.tokensAt, tpm, now) : 0;
-      const refused = denial(rpm > 0 ? waitFor(requestLevel, 1, rpm) : 0, tpm > 0 ? waitFor(tokenLevel, tokens, tpm) : 0);
+      const refused = admit(key, rpm, tpm, tokens, now);
       if (refused) return { denial: refused, requests: 0, tokens: 0 };
-      if (!entry) {
-        entry = { requests: 0, requestsAt: now, tokens: 0, tokensAt: now, until: 0 };
-        windows.set(key, entry);
-      }
-      // As many units as fit, this request's one (and its tokens) always: it was admitted above.
+      // Admitted (its entry exists): as many more units as still fit.
+      const entry = windows.get(key)!;
       let taken = 1;
       let extra = 0;
-      if (rpm > 0) {
-        if (requests > 1) taken = Math.max(1, Math.min(requests, Math.floor((rpm * PERIOD_MS - requestLevel) / PERIOD_MS)));
-        entry.requests = requestLevel + taken * PERIOD_MS;
-        if (now > entry.requestsAt) entry.requestsAt = now;
+      if (rpm > 0 && requests > 1) {
+        const more = Math.max(0, Math.min(requests - 1, Math.floor((rpm * PERIOD_MS - entry.requests) / PERIOD_MS)));
+        entry.requests += more * PERIOD_MS;
+        taken += more;
       }
-      if (tpm > 0) {
-        if (extraTokens > 0) extra = Math.max(0, Math.min(extraTokens, Math.floor((tpm * PERIOD_MS - tokenLevel) / PERIOD_MS) - tokens));
-        entry.tokens = tokenLevel + (tokens + extra) * PERIOD_MS;
-        if (now > entry.tokensAt) entry.tokensAt = now;
+      if (tpm > 0 && extraTokens > 0) {
+        extra = Math.max(0, Math.min(extraTokens, Math.floor((tpm * PERIOD_MS - entry.tokens) / PERIOD_MS)));
+        entry.tokens += extra * PERIOD_MS;
+        entry.until = Math.max(entry.until, now + stateTtl(entry.tokens, tpm));
       }
-      entry.until = Math.max(entry.until, now + stateTtl(entry.tokens, tpm));
       return { denial: null, requests: taken, tokens: extra };
     },
 
