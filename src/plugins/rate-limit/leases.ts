@@ -65,11 +65,7 @@ export function createLeasedStore(inner: LeasableStore, options: LeaseOptions): 
   }
   /** The inner store's giveBack as a promise (a store in this process answers at once). */
   function giveBack(key: string, rpm: number, tpm: number, requests: number, tokens: number, now: number): Promise<void> {
-    try {
-      return Promise.resolve(inner.giveBack(key, rpm, tpm, requests, tokens, now));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return Promise.try(() => inner.giveBack(key, rpm, tpm, requests, tokens, now));
   }
   function giveBackFailed(error: unknown): void {
     options.onGiveBackFailed?.(error);
@@ -84,13 +80,7 @@ export function createLeasedStore(inner: LeasableStore, options: LeaseOptions): 
 
   function takeLease(key: string, rpm: number, tpm: number, tokens: number, requests: number, extra: number, now: number): Promise<Denial | null> {
     taking.add(key);
-    let taken: Promise<Grant>;
-    try {
-      taken = Promise.resolve(inner.take(key, rpm, tpm, tokens, requests, extra, now));
-    } catch (error) {
-      taken = Promise.reject(error);
-    }
-    return taken.then(
+    return Promise.try(() => inner.take(key, rpm, tpm, tokens, requests, extra, now)).then(
       (grant) => {
         taking.delete(key);
         if (grant.denial !== null) return grant.denial;
