@@ -25,11 +25,11 @@ export interface RunningGateway {
 
 /** Loads the configuration, sets plugins up in pipeline order and listens. */
 export async function startGateway(
-  options: { configFile?: string; port?: number; log?: Logger; env?: Record<string, string | undefined>; now?: () => number } = {},
+  options: { configFile?: string; config?: GatewayConfig; port?: number; log?: Logger; env?: Record<string, string | undefined>; now?: () => number } = {},
 ): Promise<RunningGateway> {
   const log = options.log ?? createLogger("core");
   const env = options.env ?? process.env;
-  const config = await loadConfig(options.configFile ?? defaultConfigFile(env), env);
+  const config = options.config ?? (await loadConfig(options.configFile ?? defaultConfigFile(env), env));
   const now = options.now ?? Date.now;
   const index = workerIndex(env);
   const worker = index === null ? null : connectToPrimary(index, Number(env.GATEWAY_WORKERS) || 1);
@@ -104,12 +104,12 @@ export function probePort(hostname: string, port: number, file: string): number 
 }
 
 /** `host:port`, brackets around an IPv6 host. */
-function hostPort(hostname: string, port: number): string {
+export function hostPort(hostname: string, port: number): string {
   return hostname.includes(":") ? `[${hostname}]:${port}` : `${hostname}:${port}`;
 }
 
 /** A host this machine reaches a listener on `hostname` at: loopback for the any-address. */
-function localHost(hostname: string): string {
+export function localHost(hostname: string): string {
   if (hostname === "0.0.0.0") return "127.0.0.1";
   if (hostname === "::" || hostname === "[::]") return "::1";
   return hostname;
