@@ -61,8 +61,13 @@ export function buildO200kCounter(tiktoken: string): O200kCounter {
 
   /** The rank of buffer[start, end), or -1. */
   function lookup(buffer: Uint8Array, start: number, end: number): number {
+    return lookupHashed(buffer, start, end, hash(buffer, start, end));
+  }
+
+  /** lookup, with the bytes' hash already known. */
+  function lookupHashed(buffer: Uint8Array, start: number, end: number, hashed: number): number {
     const length = end - start;
-    let slot = hash(buffer, start, end) & mask;
+    let slot = hashed & mask;
     for (;;) {
       const entry = table[slot]!;
       if (entry === EMPTY) return -1;
@@ -86,21 +91,39 @@ export function buildO200kCounter(tiktoken: string): O200kCounter {
   // Pieces that needed merging, by text (words outside the vocabulary recur in a prompt); cleared when full.
   const merged = new Map<string, number>();
 
-  /** Tokens of one pre-tokenized piece: one when it is a token, else tiktoken's byte-pair merge. */
-  function countPiece(text: string): number {
-    const known = merged.get(text);
-    if (known !== undefined) return known;
-    if (text.length * 3 > piece.length) {
-      piece = new Uint8Array(text.length * 3);
+  /**
+   * Tokens of the pre-tokenized piece text[start, end): one when it is a token, else tiktoken's byte-pair merge.
+   * An ASCII piece (most of them) is its own UTF-8: copied and hashed in one pass, and sliced out of the text
+   * only when it is not a token (a slice, an encode call and a map lookup per piece were most of a count).
+   */
+  function countPiece(text: string, start: number, end: number): number {
+    const chars = end - start;
+    if (chars * 3 > piece.length) {
+      piece = new Uint8Array(chars * 3);
       starts = new Int32Array(piece.length + 1);
       ranks = new Float64Array(piece.length + 1);
     }
-    const length = encoder.encodeInto(text, piece).written;
-    if (lookup(piece, 0, length) >= 0) return 1;
+    let h = FNV_OFFSET;
+    let ascii = true;
+    for (let i = 0; i < chars; i++) {
+      const c = text.charCodeAt(start + i);
+      if (c >= 128) {
+        ascii = false;
+        break;
+      }
+      piece[i] = c;
+      h = Math.imul(h ^ c, FNV_PRIME);
+    }
+    if (ascii && lookupHashed(piece, 0, chars, h >>> 0) >= 0) return 1;
+    const pieceText = text.slice(start, end);
+    const known = merged.get(pieceText);
+    if (known !== undefined) return known;
+    const length = ascii ? chars : encoder.encodeInto(pieceText, piece).written;
+    if (!ascii && lookup(piece, 0, length) >= 0) return 1;
     if (length > SHORT_PIECE_BYTES) return mergedPartsOfLongPiece(length); // rare, and not worth keeping
     const parts = mergedParts(length);
     if (merged.size >= MERGED_PIECES_KEPT) merged.clear();
-    merged.set(text, parts);
+    merged.set(pieceText, parts);
     return parts;
   }
 
@@ -193,7 +216,7 @@ export function buildO200kCounter(tiktoken: string): O200kCounter {
       while (at < text.length) {
         PIECE.lastIndex = at;
         if (!PIECE.test(text)) break;
-        total += countPiece(text.slice(at, PIECE.lastIndex));
+        total += countPiece(text, at, PIECE.lastIndex);
         at = PIECE.lastIndex;
       }
       return total;
@@ -206,10 +229,13 @@ export function buildO200kCounter(tiktoken: string): O200kCounter {
 
 /** FNV-1a over buffer[start, end). */
 function hash(buffer: Uint8Array, start: number, end: number): number {
-  let h = 0x811c9dc5;
-  for (let i = start; i < end; i++) h = Math.imul(h ^ buffer[i]!, 0x01000193);
+  let h = FNV_OFFSET;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ buffer[i]!, FNV_PRIME);
   return h >>> 0;
 }
+
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
 
 /** A binary min-heap of (rank, start, end) ordered by rank, then start. */
 class PairHeap {
