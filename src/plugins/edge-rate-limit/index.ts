@@ -2,11 +2,12 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { RateLimitError } from "../../core/errors.ts";
 import { createSecondWindowCounter } from "../../core/window-counter.ts";
+import { createSharedEdgeCounter, serveEdgeCounts } from "./shared-counts.ts";
 
 /**
  * Requests per second per client address on every endpoint, before anything else runs (fixed one-second
  * windows). The address is the gateway's client address: the socket peer, or behind a trusted proxy the
- * forwarded one (`server.trusted_proxies`).
+ * forwarded one (`server.trusted_proxies`). Several workers share one count, kept by the primary (shared-counts.ts).
  */
 export default definePlugin({
   name: "edge-rate-limit",
@@ -14,21 +15,45 @@ export default definePlugin({
     /** 0 turns the limit off. */
     requests_per_second: Type.Integer({ minimum: 0, default: 60 }),
   }),
-  setup(config) {
+  setup(config, host) {
     const limit = config.requests_per_second;
     const withinLimit = createSecondWindowCounter(limit);
+    const refusal = () =>
+      // Thrown, not returned: the app maps it and writes the request line.
+      new RateLimitError(`edge rate limit: at most ${limit} requests per second per client address; retry after a second`, {
+        headers: { "retry-after": "1" },
+      });
+    let unreachableLoggedAt = 0;
+    const shared =
+      host.workers && limit > 0
+        ? createSharedEdgeCounter(host.workers, limit, {
+            fallback: withinLimit,
+            onUnreachable: (error) => {
+              if (Date.now() - unreachableLoggedAt < 60_000) return;
+              unreachableLoggedAt = Date.now();
+              host.log.warn("edge rate limit: the primary did not answer; this worker counts alone meanwhile", { error: String(error) });
+            },
+          })
+        : null;
     return {
       routes(app, gateway) {
         if (limit === 0) return;
-        app.onRequest(function edgeRateLimit({ request }) {
-          // Thrown, not returned: the app maps it and writes the request line.
-          if (!withinLimit(gateway.clientIp(request))) {
-            throw new RateLimitError(`edge rate limit: at most ${limit} requests per second per client address; retry after a second`, {
-              headers: { "retry-after": "1" },
-            });
-          }
+        if (shared === null) {
+          app.onRequest(function edgeRateLimit({ request }) {
+            if (!withinLimit(gateway.clientIp(request))) throw refusal();
+          });
+          return;
+        }
+        app.onRequest(async function sharedEdgeRateLimit({ request }) {
+          const admitted = shared(gateway.clientIp(request));
+          if (admitted === false || (admitted !== true && !(await admitted))) throw refusal();
         });
       },
     };
+  },
+
+  /** Several workers: the primary keeps the one count they share. */
+  primary(config, host) {
+    return config.requests_per_second > 0 ? serveEdgeCounts(host, config.requests_per_second) : {};
   },
 });
