@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from "bun:test";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { PROCESS_ADMIN_TOKEN, startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 import { waitFor } from "../helpers/processes.ts";
 
 setDefaultTimeout(60_000);
@@ -179,5 +179,43 @@ describe("GET /metrics with two workers", () => {
     expect(refused.status).toBe(401);
     expect(refused.text).not.toContain("gateway_requests_total");
     expect((await scrape("wrong-token")).status).toBe(401);
+  });
+});
+
+describe("two workers share upstream breaker transitions (through the primary, no Redis)", () => {
+  /** GET /admin/v1/upstreams on a connection of its own: the OpenAI deployment's breaker as the answering worker sees it. */
+  async function openaiBreaker(): Promise<string> {
+    const response = await fetch(`${gateway.url}/admin/v1/upstreams`, {
+      headers: { authorization: `Bearer ${PROCESS_ADMIN_TOKEN}`, connection: "close" },
+      keepalive: false,
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { data: { provider: string; deployments: { breaker: string }[] }[] };
+    return body.data.find((entry) => entry.provider === "openai")!.deployments[0]!.breaker;
+  }
+
+  // Last in this file: the OpenAI deployment stays down for its cooldown.
+  it("a breaker one worker opens (the upstream refused its key) is open on every worker", async () => {
+    const key = (await gateway.newAccountWithKey(5)).key;
+    const refused = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", connection: "close" },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: 'hi [[fake {"status":401}]]' }], max_tokens: 16 }),
+      keepalive: false,
+    });
+    await refused.arrayBuffer();
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+
+    const viewLines = () => requestLines().filter((line) => line.path === "/admin/v1/upstreams" && line.status === 200);
+    let asked = 0;
+    // Ask until both workers have answered (each connection lands on either); a transition reaches the other
+    // worker through the primary within milliseconds.
+    await waitFor(async () => (await openaiBreaker()) === "open", 2_000, "the breaker open");
+    while (asked < 60) {
+      expect(await openaiBreaker()).toBe("open");
+      asked++;
+      if (new Set(viewLines().map((line) => line.worker)).size === 2) break;
+    }
+    expect(asked).toBeLessThan(60);
   });
 });

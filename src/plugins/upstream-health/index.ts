@@ -3,7 +3,15 @@ import { upstreamsDocs } from "../../openapi/upstreams.ts";
 import { HealthKeeper, type Transition } from "./keeper.ts";
 import { upstreamHealthConfigSchema } from "./schema.ts";
 import { upstreamViews } from "./views.ts";
-import type { RedisSync } from "./redis-sync.ts";
+
+/** Where this process's transitions go, and the others' come from: Redis (instances) or the primary (workers). */
+interface TransitionSync {
+  publish(transition: Transition): void;
+  close(): Promise<void>;
+}
+
+/** The workers' channel (core/workers.ts): a transition made by one worker, applied by the others. */
+const WORKERS_TOPIC = "upstream-health.transition";
 
 export { HealthKeeper } from "./keeper.ts";
 
@@ -16,13 +24,14 @@ declare module "../../core/plugin.ts" {
 /**
  * Each deployment's circuit breaker, Retry-After wait, in-flight count and latency; orders a provider's
  * deployments for the core's attempt loop (its `provides` is a DeploymentHealth). Shared among instances
- * through Redis when `redis_url` is set. GET /admin/v1/upstreams shows it all.
+ * through Redis when `redis_url` is set, else among the workers of one gateway through the primary. GET
+ * /admin/v1/upstreams shows it all.
  */
 export default definePlugin({
   name: "upstream-health",
   configSchema: upstreamHealthConfigSchema,
   async setup(config, host) {
-    let sync: RedisSync | undefined;
+    let sync: TransitionSync | undefined;
     const keeper = new HealthKeeper({
       strategy: config.strategy,
       breaker: config.breaker,
@@ -33,10 +42,18 @@ export default definePlugin({
     if (config.redis_url) {
       // ioredis is loaded only when health is shared.
       const { RedisSync } = await import("./redis-sync.ts");
-      sync = new RedisSync(keeper, { url: config.redis_url, keyPrefix: config.redis_key_prefix, log: host.log, now: host.now });
-      await sync.start();
+      const redisSync = new RedisSync(keeper, { url: config.redis_url, keyPrefix: config.redis_key_prefix, log: host.log, now: host.now });
+      sync = redisSync;
+      await redisSync.start();
+    } else if (host.workers) {
+      const workers = host.workers;
+      workers.subscribe(WORKERS_TOPIC, (payload) => {
+        const transition = payload as Transition;
+        if (typeof transition?.provider === "string" && typeof transition.deployment === "string") keeper.apply(transition);
+      });
+      sync = { publish: (transition) => workers.publish(WORKERS_TOPIC, transition), close: async () => {} };
     }
-    host.log.info("upstream health", { strategy: config.strategy, shared: config.redis_url ? "redis" : "none" });
+    host.log.info("upstream health", { strategy: config.strategy, shared: config.redis_url ? "redis" : host.workers ? "workers" : "none" });
     const adminEnabled = host.has("admin");
 
     return {
