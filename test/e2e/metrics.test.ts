@@ -226,6 +226,28 @@ describe("GET /metrics with METRICS_TOKEN", () => {
   });
 });
 
+describe("GET /metrics: requests the edge limit refused", () => {
+  let t: TestGateway;
+
+  beforeAll(async () => {
+    t = await startTestGateway({ env: { EDGE_RATE_LIMIT_RPS: "3" } });
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it("counts them as gateway_refused_requests_total{reason=\"edge\"} (they never reach the pipeline)", async () => {
+    await Bun.sleep(1_000 - (Date.now() % 1000) + 5); // a fresh second
+    const statuses = await Promise.all(Array.from({ length: 8 }, async () => (await fetch(t.url + "/health")).status));
+    const refused = statuses.filter((status) => status === 429).length;
+    expect(refused).toBeGreaterThanOrEqual(8 - 2 * 3); // whatever second each landed in, at most 6 passed
+    await Bun.sleep(1_000 - (Date.now() % 1000) + 5); // the scrape in a second of its own
+    const text = await scrape(t);
+    expect(value(text, "gateway_refused_requests_total", { reason: "edge" })).toBe(refused);
+    expect(total(text, "gateway_requests_total")).toBe(0); // /health is no inference request
+  });
+});
+
 describe("GET /metrics: upstream attempts and breakers with two deployments", () => {
   let fake: FakeUpstream;
   let down: ReturnType<typeof Bun.serve>;

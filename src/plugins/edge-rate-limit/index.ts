@@ -4,6 +4,18 @@ import { RateLimitError } from "../../core/errors.ts";
 import { createSecondWindowCounter } from "../../core/window-counter.ts";
 import { createSharedEdgeCounter, serveEdgeCounts } from "./shared-counts.ts";
 
+/** What the plugin offers later ones (the metrics plugin counts its refusals). */
+export interface EdgeRefusals {
+  /** `listener` is told of every request this limit refuses; returns its removal. */
+  onRefused(listener: () => void): () => void;
+}
+
+declare module "../../core/plugin.ts" {
+  interface Services {
+    "edge-rate-limit": EdgeRefusals;
+  }
+}
+
 /**
  * Requests per second per client address on every endpoint, before anything else runs (fixed one-second
  * windows). The address is the gateway's client address: the socket peer, or behind a trusted proxy the
@@ -18,11 +30,14 @@ export default definePlugin({
   setup(config, host) {
     const limit = config.requests_per_second;
     const withinLimit = createSecondWindowCounter(limit);
-    const refusal = () =>
+    const listeners: (() => void)[] = [];
+    const refusal = () => {
+      for (const listener of listeners) listener();
       // Thrown, not returned: the app maps it and writes the request line.
-      new RateLimitError(`edge rate limit: at most ${limit} requests per second per client address; retry after a second`, {
+      return new RateLimitError(`edge rate limit: at most ${limit} requests per second per client address; retry after a second`, {
         headers: { "retry-after": "1" },
       });
+    };
     let unreachableLoggedAt = 0;
     const shared =
       host.workers && limit > 0
@@ -35,7 +50,17 @@ export default definePlugin({
             },
           })
         : null;
+    const refusals: EdgeRefusals = {
+      onRefused(listener) {
+        listeners.push(listener);
+        return () => {
+          const index = listeners.indexOf(listener);
+          if (index >= 0) listeners.splice(index, 1);
+        };
+      },
+    };
     return {
+      provides: refusals,
       routes(app, gateway) {
         if (limit === 0) return;
         if (shared === null) {

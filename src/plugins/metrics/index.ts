@@ -46,7 +46,9 @@ export default definePlugin({
     const money = new MoneyMetrics(registry, storage, host.log);
     const upstreams = new UpstreamMetrics(registry, later(host, "upstream-health"));
     const runtime = new RuntimeMetrics(registry, () => gateway?.inFlight);
+    const edge = later(host, "edge-rate-limit");
     let stopCommits: (() => void) | undefined;
+    let stopEdge: (() => void) | undefined;
     // Several workers: a scrape answers the metrics of all of them (workers.ts).
     const merged = host.workers ? mergedMetrics(host.workers, () => registry.json(STORE_GAUGES, true)) : null;
 
@@ -80,6 +82,7 @@ export default definePlugin({
         gateway = running;
         upstreams.configure(running.upstreams);
         stopCommits ??= storage()?.onCommit(runtime.commitObserver);
+        stopEdge ??= edge()?.onRefused(() => money.refusedAtEdge());
         app.get(
           "/metrics",
           async ({ request }) => {
@@ -95,6 +98,7 @@ export default definePlugin({
 
       close() {
         stopCommits?.();
+        stopEdge?.();
         runtime.close();
       },
     };

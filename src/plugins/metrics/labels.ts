@@ -56,7 +56,7 @@ export function statusClassLabel(outcome: Outcome): string {
 }
 
 /** Why the gateway refused a request for money or rate: the `reason` of gateway_refused_requests_total. */
-export type RefusalReason = "balance" | "key_budget" | "plan_window" | "rate_limit" | "other_limit";
+export type RefusalReason = "balance" | "key_budget" | "plan_window" | "rate_limit" | "other_limit" | "edge";
 
 const REFUSALS: Readonly<Record<string, RefusalReason>> = {
   insufficient_balance: "balance",

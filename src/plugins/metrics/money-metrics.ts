@@ -39,7 +39,7 @@ export class MoneyMetrics {
     );
     this.refused = registry.counter(
       "gateway_refused_requests_total",
-      "Requests the gateway refused for money or rate: balance, key_budget, plan_window, rate_limit, other_limit.",
+      "Requests the gateway refused for money or rate: balance, key_budget, plan_window, rate_limit, other_limit, edge (the per-address edge limit, before the pipeline).",
       ["reason"],
     );
     this.credits = registry.gauge(
@@ -75,6 +75,11 @@ export class MoneyMetrics {
         (error) => this.log.warn("metrics: holds outstanding unreadable; the last values stay", { error: String(error) }),
       ),
     ]);
+  }
+
+  /** A request the edge limit refused (before the pipeline: no outcome reaches onRequestEnd). */
+  refusedAtEdge(): void {
+    this.refused.get1("edge").inc(1);
   }
 
   record(ctx: GatewayContext, outcome: Outcome, model: string): void {
