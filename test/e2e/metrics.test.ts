@@ -158,8 +158,10 @@ describe("GET /metrics after known traffic", () => {
   });
 
   it("keeps the number of series under a flood of unknown model ids and random paths", async () => {
-    const before = (await scrape(t)).split("\n").length;
     const { key } = await t.newAccountWithKey({ credit: 5 });
+    // One unknown path first: the one series every unknown path counts in (route "other") exists before the flood.
+    await (await fetch(`${t.url}/an-unknown-path`)).body?.cancel();
+    const before = (await scrape(t)).split("\n").length;
     const client = t.client(key);
     for (let i = 0; i < 200; i++) {
       const id = `made-up-${crypto.randomUUID()}`;
@@ -223,6 +225,33 @@ describe("GET /metrics with METRICS_TOKEN", () => {
     await wrong.body?.cancel();
     const text = await scrape(t, TOKEN);
     expect(text).toContain("# TYPE gateway_requests_total counter");
+  });
+});
+
+describe("GET /metrics: requests outside the pipeline", () => {
+  let t: TestGateway;
+
+  beforeAll(async () => {
+    t = await startTestGateway();
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it("counts them by route template and status class; unknown paths all go to route=\"other\"", async () => {
+    for (let i = 0; i < 3; i++) expect((await fetch(t.url + "/health")).status).toBe(200);
+    for (let i = 0; i < 4; i++) expect((await fetch(`${t.url}/no-such-path-${crypto.randomUUID()}`)).status).toBe(404);
+    const unauthorized = await fetch(t.url + "/admin/v1/accounts/acct_missing");
+    expect(unauthorized.status).toBe(401);
+    const text = await scrape(t);
+    expect(value(text, "gateway_route_requests_total", { route: "/health", status_class: "2xx" })).toBe(3);
+    // The unknown paths, and the admin guard's refusal (it answers before any route is matched): never the path asked for.
+    expect(value(text, "gateway_route_requests_total", { route: "other", status_class: "4xx" })).toBe(5);
+    expect(text).not.toContain("acct_missing");
+    expect(text).not.toContain("no-such-path");
+    expect(total(text, "gateway_route_requests_total", { status_class: "4xx" })).toBe(5);
+    // The scrape counts itself in the next one.
+    expect(value(await scrape(t), "gateway_route_requests_total", { route: "/metrics", status_class: "2xx" })).toBe(1);
   });
 });
 

@@ -4,6 +4,7 @@ import { AuthenticationError, errorResponse, UnavailableError } from "../../core
 import { MoneyMetrics, STORE_GAUGES } from "./money-metrics.ts";
 import { MetricsRegistry } from "./registry.ts";
 import { modelLabel, RequestMetrics } from "./request-metrics.ts";
+import { RouteMetrics } from "./route-metrics.ts";
 import { RuntimeMetrics } from "./runtime-metrics.ts";
 import { metricsConfigSchema } from "./schema.ts";
 import { UpstreamMetrics } from "./upstream-metrics.ts";
@@ -46,6 +47,8 @@ export default definePlugin({
     const money = new MoneyMetrics(registry, storage, host.log);
     const upstreams = new UpstreamMetrics(registry, later(host, "upstream-health"));
     const runtime = new RuntimeMetrics(registry, () => gateway?.inFlight);
+    let routeTemplates: () => Iterable<string> = () => [];
+    const routes = new RouteMetrics(registry, () => routeTemplates());
     const edge = later(host, "edge-rate-limit");
     let stopCommits: (() => void) | undefined;
     let stopEdge: (() => void) | undefined;
@@ -77,9 +80,14 @@ export default definePlugin({
         upstreams.record(ctx);
       },
 
+      routeAnswered(answer) {
+        routes.record(answer);
+      },
+
       routes(app, running) {
         // Every plugin is set up by now: the store and the deployments can be read.
         gateway = running;
+        routeTemplates = () => app.routes.map((route) => route.path);
         upstreams.configure(running.upstreams);
         stopCommits ??= storage()?.onCommit(runtime.commitObserver);
         stopEdge ??= edge()?.onRefused(() => money.refusedAtEdge());

@@ -52,7 +52,12 @@ const STATUS_CLASSES = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 export function statusClassLabel(outcome: Outcome): string {
   if (outcome.status === "success") return "2xx";
   if (outcome.status === "cancelled") return "4xx";
-  return STATUS_CLASSES[Math.floor(outcome.error.status / 100) - 1] ?? "5xx";
+  return httpStatusClass(outcome.error.status);
+}
+
+/** The class of an HTTP status (200 -> 2xx); anything outside 100-599 is 5xx. */
+export function httpStatusClass(status: number): string {
+  return STATUS_CLASSES[Math.floor(status / 100) - 1] ?? "5xx";
 }
 
 /** Why the gateway refused a request for money or rate: the `reason` of gateway_refused_requests_total. */
