@@ -508,6 +508,21 @@ export function treeCpuDelta(before: Map<number, number>, after: Map<number, num
   return total;
 }
 
+/**
+ * Memory of a process tree in MB, as PSS (`/proc/<pid>/smaps_rollup`): each process's own pages plus its share of the
+ * pages it shares, so the sum is what the tree holds (RSS would count Bun's binary once per process). 0 where the
+ * kernel has no smaps_rollup.
+ */
+export function treePssMb(pid: number): number {
+  let kb = 0;
+  for (const p of processTree(pid)) {
+    try {
+      kb += Number(/^Pss:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, "utf8"))?.[1] ?? 0);
+    } catch {} // exited meanwhile, or no smaps_rollup
+  }
+  return kb / 1024;
+}
+
 /** Sockets listening on `port` (IPv4 and IPv6, Linux /proc/net): with SO_REUSEPORT, one per process that binds it. */
 export function listeningSockets(port: number): number {
   const hexPort = port.toString(16).toUpperCase().padStart(4, "0");

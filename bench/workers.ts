@@ -2,7 +2,8 @@
  * Worker scaling: the same gateway with GATEWAY_WORKERS = N (a primary and N worker processes on one port,
  * SO_REUSEPORT), N = 1, 2, 4, 8 …, each a fresh process on its own store, measured non-streaming and streaming at
  * max(64, 64 × N) connections. Prints one table (req/s and streams/s against 1 worker, efficiency = × ÷ N, the CPU of
- * every gateway process), checks the ledger after each N, writes bench/results-workers.json.
+ * every gateway process, their memory as PSS idle and after the load), checks the ledger after each N, writes
+ * bench/results-workers.json.
  *
  *   npm run bench -- --workers 1,2,4,8 [--postgres] [--stream-chunks 20] [--duration 5] [--generator autocannon]
  *
@@ -35,6 +36,7 @@ import {
   table,
   treeCpuDelta,
   treeCpuSeconds,
+  treePssMb,
   waitReady,
   type Child,
 } from "./lib.ts";
@@ -232,6 +234,8 @@ export interface WorkersRow {
   holds: string;
   nonstream: KindFigures;
   stream: KindFigures;
+  /** PSS of every gateway process together, MB: idle after start, and after the load (lib.ts treePssMb). */
+  memoryMb: { idle: number; loaded: number };
   ledger: ReturnType<typeof checkLedger>;
 }
 
@@ -265,6 +269,7 @@ async function measureN(n: number, options: WorkersOptions, generator: Generator
     let runs = 0;
     let row: Omit<WorkersRow, "ledger">;
     try {
+      const idleMb = treePssMb(gateway.proc.pid);
       const key = await provisionKey(gateway.url);
       const nonstreamBody = chatBody({ stream: false });
       const streamBody = chatBody({ stream: true, ...(options.streamChunks ? { words: options.streamChunks } : {}) });
@@ -288,7 +293,7 @@ async function measureN(n: number, options: WorkersOptions, generator: Generator
       if (gateway.proc.exitCode !== null || gateway.proc.signalCode !== null) log(`WARNING: workers=${n}: the gateway exited during the run:\n${gateway.output()}`);
       // The primary gives its workers SQLITE_HOLDS=shared unless the environment sets a mode; one process keeps its default.
       const holds = options.postgres ? "postgres" : (process.env.SQLITE_HOLDS || (n > 1 ? "shared" : "process"));
-      row = { workers: n, connections, holds, nonstream: nonstream.figures, stream: stream.figures };
+      row = { workers: n, connections, holds, nonstream: nonstream.figures, stream: stream.figures, memoryMb: { idle: idleMb, loaded: treePssMb(gateway.proc.pid) } };
     } finally {
       // A graceful stop: each worker drains its requests and flushes its metering before it exits.
       await stopChild(gateway, 30_000);
@@ -353,7 +358,7 @@ function printWorkers(rows: WorkersRow[], options: WorkersOptions, store: string
   table(
     `Worker scaling: ${store}; non-streaming and streaming chat (gpt-6-luna${options.streamChunks ? `, ${options.streamChunks} chunks` : ""}), ` +
       `c = max(64, 64×N), ${options.measureMs / 1000} s each; ${generator.name}; ${cpus().length} CPUs`,
-    ["workers", "holds", "c", "nonstream req/s", "×", "eff.", "stream streams/s", "×", "eff.", "CPU% nonstream|stream", "non2xx/err", "ledger", "goal ≥0.7×N"],
+    ["workers", "holds", "c", "nonstream req/s", "×", "eff.", "stream streams/s", "×", "eff.", "CPU% nonstream|stream", "PSS MB idle|loaded", "non2xx/err", "ledger", "goal ≥0.7×N"],
     rows.map((row) => {
       const xn = times(row.nonstream.perSec, one?.nonstream.perSec);
       const xs = times(row.stream.perSec, one?.stream.perSec);
@@ -369,6 +374,7 @@ function printWorkers(rows: WorkersRow[], options: WorkersOptions, store: string
         f(xs),
         f(xs / row.workers),
         `${fInt(row.nonstream.cpuPercent)}|${fInt(row.stream.cpuPercent)}`,
+        `${fInt(row.memoryMb.idle)}|${fInt(row.memoryMb.loaded)}`,
         `${row.nonstream.non2xx + row.stream.non2xx}/${row.nonstream.errors + row.stream.errors}`,
         row.ledger.ok ? (row.ledger.rowsMatch ? "exact" : `ok (+${row.ledger.abandonedInFlight}/${row.ledger.cancelledRows})`) : "✗ " + row.ledger.problems.join("; "),
         meets,
