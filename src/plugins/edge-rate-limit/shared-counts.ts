@@ -38,9 +38,8 @@ export function serveEdgeCounts(host: PrimaryHost, limit: number): Record<string
   return {};
 }
 
-/** Units of one address this worker holds for one second. */
+/** Units of one address this worker holds for the current second (the map of leases is new each second). */
 interface Lease {
-  second: number;
   left: number;
   /** The primary granted none: every other request of the second is refused here, without asking again. */
   spent: boolean;
@@ -77,7 +76,7 @@ export function createSharedEdgeCounter(link: Pick<WorkerLink, "call" | "count">
       leases = new Map();
     }
     const lease = leases.get(ip);
-    if (lease !== undefined && lease.second === second) {
+    if (lease !== undefined) {
       if (lease.left > 0) {
         lease.left -= 1;
         return true;
@@ -99,7 +98,7 @@ export function createSharedEdgeCounter(link: Pick<WorkerLink, "call" | "count">
 
   /** The primary's grant: this request takes one unit of it, the rest is the lease. */
   function granted(ip: string, grant: EdgeGrant): boolean {
-    if (grant.second === leasesSecond) leases.set(ip, { second: grant.second, left: Math.max(0, grant.granted - 1), spent: grant.granted === 0 });
+    if (grant.second === leasesSecond) leases.set(ip, { left: Math.max(0, grant.granted - 1), spent: grant.granted === 0 });
     return grant.granted > 0;
   }
 
