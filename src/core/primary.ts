@@ -41,6 +41,7 @@ export async function startPrimary(config: GatewayConfig, count: number, options
   const replies = new Replies();
   const slots: WorkerSlot[] = Array.from({ length: count }, (_, index) => ({ index, process: null, startedAt: 0, restartDelayMs: 1_000, ready: false, relay: Promise.resolve() }));
   let stopping = false;
+  const exitHandlers: ((worker: number) => void)[] = [];
 
   const host: PrimaryHost = {
     env,
@@ -58,6 +59,9 @@ export async function startPrimary(config: GatewayConfig, count: number, options
       });
       const settled = await Promise.allSettled(asked);
       return settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+    },
+    onWorkerExit(handler) {
+      exitHandlers.push(handler);
     },
   };
   const parts: { name: string; part: PrimaryPart }[] = [];
@@ -108,9 +112,19 @@ export async function startPrimary(config: GatewayConfig, count: number, options
       // once the pipe is full (a slow log collector).
       stdio: ["ignore", "pipe", "inherit"],
       ipc: (message) => onMessage(slot, message as ChannelMessage),
+      // JSON, not structured clone: the messages are plain data (ids, counts, nano-USD), and a round trip costs
+      // ~2.7 µs of CPU against ~9.7 µs (a budget hold is one per request: bench/RESULTS.md, issue 32).
+      serialization: "json",
       onExit: (_, code) => {
         slot.process = null;
         slot.ready = false;
+        for (const handler of exitHandlers) {
+          try {
+            handler(slot.index);
+          } catch (error) {
+            log.error("a worker-exit handler failed", { worker: slot.index, error: String(error) });
+          }
+        }
         onExit(slot, code);
       },
     });
@@ -225,8 +239,8 @@ export class WorkerStartError extends Error {
 }
 
 /**
- * What every worker runs with: the chosen port, and on SQLite budget holds as rows of the file (`shared`), the
- * only mode in which several processes may use one file. The Postgres pool is split so that N workers together
+ * What every worker runs with: the chosen port, and on SQLite budget holds in the primary (`primary`,
+ * storage/sqlite/primary-holds.ts) unless SQLITE_HOLDS says `shared` (rows of the file). The Postgres pool is split so that N workers together
  * open what one process would (unless DATABASE_POOL_SIZE says otherwise).
  */
 function workerEnv(env: Record<string, string | undefined>, count: number, port: number): Record<string, string | undefined> {
@@ -234,8 +248,16 @@ function workerEnv(env: Record<string, string | undefined>, count: number, port:
     ...env,
     [WORKER_PORT_ENV]: String(port),
     GATEWAY_WORKERS: String(count),
-    SQLITE_HOLDS: env.SQLITE_HOLDS || "shared",
+    SQLITE_HOLDS: workerHoldsMode(env),
     DATABASE_POOL_SIZE: env.DATABASE_POOL_SIZE || String(Math.max(4, Math.ceil(20 / count))),
   };
 }
 
+
+/**
+ * Where the workers' SQLite budget holds live: in the primary unless SQLITE_HOLDS says otherwise (`shared`: rows of the
+ * file; `process` is refused at start, one process's memory cannot serve several).
+ */
+export function workerHoldsMode(env: Record<string, string | undefined>): string {
+  return env.SQLITE_HOLDS || "primary";
+}

@@ -1,7 +1,8 @@
 /**
  * Several worker processes on one port (`server.workers` / GATEWAY_WORKERS, docs/workers.md): the messages
  * between the primary (core/primary.ts, which serves nothing itself) and its workers, and what a plugin
- * sees of them. Messages travel over Bun's IPC channel (`Bun.spawn({ ipc })` / `process.send`), structured-cloned.
+ * sees of them. Messages travel over Bun's IPC channel (`Bun.spawn({ ipc })` / `process.send`) as JSON: a payload
+ * is plain data (no Map, Date, undefined member or non-finite number).
  *
  * - `call`: a worker asks the primary; a plugin's `primary` part answers (rate-limit windows shared by the
  *   workers, the metrics of all of them).
@@ -38,6 +39,8 @@ export interface PrimaryHost {
   serve(topic: string, handler: (payload: unknown, from: number) => unknown | Promise<unknown>): void;
   /** Asks every live worker (their `answer(topic)`), gathers the answers that come within `timeoutMs` (default 2 s). */
   askAll<T = unknown>(topic: string, payload: unknown, timeoutMs?: number): Promise<T[]>;
+  /** Told when a worker exits (a crash, a stop), with its index, before it is started again. */
+  onWorkerExit(handler: (worker: number) => void): void;
 }
 
 /** What a plugin's `primary` part returns. */

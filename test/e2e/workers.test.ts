@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { startFakeUpstream, type FakeUpstream } from "../fake-upstream/server.ts";
-import { exactCostRequest } from "../helpers/budget.ts";
-import { nanoToUsd, nanoToUsdString } from "../../src/core/money.ts";
+import { catalog, exactCostRequest, worstCase, type Message } from "../helpers/budget.ts";
+import { nanoToUsd, nanoToUsdString, usdToNano } from "../../src/core/money.ts";
 import { freePort, spawnGatewayChild, waitFor, type GatewayChild } from "../helpers/processes.ts";
 import { createScratchDatabase, type ScratchDatabase } from "../e2e-scale/harness.ts";
 
@@ -135,7 +135,39 @@ describe("GATEWAY_WORKERS=2 on the embedded SQLite default", () => {
 
   it("never spends the same funds twice across workers: 7 of 100 concurrent requests pass, the balance exact and never below zero", () => expectNoOverspend(gateway), 30_000);
 
+  it("keeps the budget holds in the primary (storage.sqlite_holds primary), or as rows of the file with SQLITE_HOLDS=shared, never overspending either way", async () => {
+    expect(lines(gateway).filter((line) => line.message === "storage open").map((line) => line.holds)).toEqual(["primary", "primary"]);
+    const shared = await startWorkers(2, { SQLITE_HOLDS: "shared" });
+    expect(lines(shared).filter((line) => line.message === "storage open").map((line) => line.holds)).toEqual(["shared", "shared"]);
+    await expectNoOverspend(shared);
+    shared.child.kill("SIGTERM");
+    expect(await shared.child.exited).toBe(0);
+  }, 40_000);
+
   it("refuses a key deleted through one worker on every worker at once, not after the auth cache's second", () => expectRevokedEverywhere(gateway), 30_000);
+
+  it("caps the output at what a small balance pays for, the hold fitting the balance exactly, whichever worker decides (holds in the primary)", async () => {
+    const messages: Message[] = [{ role: "user", content: "no cap from me" }];
+    const { outputPrice } = worstCase(MODEL, messages, 0);
+    const caps: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { accountId, key } = await newAccountWithKey(gateway.url, "5");
+      fake.reset();
+      const answer = await chatOnNewConnection(gateway.url, key, { model: MODEL, messages });
+      expect(answer.status).toBe(200);
+      caps.push((fake.requests[0]!.body as any).max_completion_tokens);
+      // The hold was the largest the 5 USD cover: one output token more would not have fit.
+      const accessLine = () => lines(gateway).find((l) => l.message === "request" && l.request_id === answer.body.id);
+      await waitFor(() => accessLine() !== undefined, 5_000, "the access line");
+      const line = accessLine();
+      expect(line.reserved_nano).toBeLessThanOrEqual(usdToNano(5));
+      expect(usdToNano(5) - line.reserved_nano).toBeLessThan(outputPrice);
+      // Settled and written: nothing stays held.
+      await waitFor(async () => (await admin(gateway.url, "GET", `/admin/v1/accounts/${accountId}/funds`)).held === 0, 5_000, "the hold to be released");
+    }
+    expect(caps[0]).toBeLessThan(catalog.get(MODEL)!.max_output_tokens);
+    expect(new Set(caps).size).toBe(1);
+  }, 30_000);
 
   it("replaces a worker killed with -9 and keeps serving meanwhile", async () => {
     const { key } = await newAccountWithKey(gateway.url, "5");
@@ -256,6 +288,29 @@ describe("GATEWAY_WORKERS logs", () => {
 });
 
 describe("GATEWAY_WORKERS faults", () => {
+  it("frees the budget holds of workers killed with -9 mid-stream (kept in the primary): the funds are whole again", async () => {
+    const gateway = await startWorkers(2);
+    const { accountId, key } = await newAccountWithKey(gateway.url, "5");
+    const directive = `[[fake ${JSON.stringify({ chunk_delay_ms: 400 })}]]`;
+    const streams = Array.from({ length: 4 }, () =>
+      fetch(`${gateway.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", connection: "close" },
+        body: JSON.stringify({ model: "gpt-6-luna", stream: true, max_tokens: 4_000, messages: [{ role: "user", content: `slow ${directive}` }] }),
+        keepalive: false,
+      }).then((response) => response.text()).catch(() => "cut"),
+    );
+    const funds = () => admin(gateway.url, "GET", `/admin/v1/accounts/${accountId}/funds`);
+    await waitFor(async () => (await funds()).held > 0, 5_000, "the streams to hold funds");
+    const victims = workerPids([gateway]);
+    for (const pid of victims) process.kill(pid, "SIGKILL");
+    await Promise.all(streams);
+    await waitFor(() => workerPids([gateway]).filter((pid) => !victims.includes(pid)).length === 2, 15_000, "both workers to listen again");
+    const after = await funds();
+    expect(after).toMatchObject({ balance: 5, available: 5, held: 0 });
+    expect(lines(gateway).some((line) => line.message === "released the holds of a worker that exited")).toBe(true);
+  }, 40_000);
+
   it("workers stop on their own when their primary is killed with -9", async () => {
     const gateway = await startWorkers(2);
     const pids = workerPids([gateway]);

@@ -10,6 +10,8 @@ import {
 } from "./schema.ts";
 import { createSqliteRepository } from "./sqlite/repository.ts";
 import { createPostgresRepository } from "./postgres/repository.ts";
+import { servePrimaryHolds } from "./sqlite/primary-holds.ts";
+import { workerHoldsMode } from "../../core/primary.ts";
 
 /** The store every other plugin reaches through `host.service("storage")`: accounts, keys, ledger, metering. */
 export default definePlugin({
@@ -43,8 +45,17 @@ export default definePlugin({
       });
     }
     const holds = config.sqlite_holds ?? "process";
-    const repository = createSqliteRepository(target.path, { ...options, holds });
+    if (holds === "primary" && host.workers === null) {
+      throw new Error('storage.sqlite_holds "primary" is the mode of a gateway\'s workers (GATEWAY_WORKERS > 1), which set it; one process uses "process" or "shared"');
+    }
+    const repository = createSqliteRepository(target.path, { ...options, holds, primary: holds === "primary" ? host.workers! : undefined });
     host.log.info("storage open", { dialect: "sqlite", path: target.path, holds });
     return instance(repository);
+  },
+  /** With workers on SQLite: their budget holds, unless SQLITE_HOLDS says `shared` (sqlite/primary-holds.ts). */
+  primary(config, host) {
+    const target = parseDatabaseUrl(config.database_url ?? DEFAULT_DATABASE_URL);
+    if (target.dialect !== "sqlite" || workerHoldsMode(host.env) !== "primary") return {};
+    return servePrimaryHolds(target.path, host);
   },
 });

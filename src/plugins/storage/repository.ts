@@ -309,6 +309,8 @@ export interface ReservationStore {
    * GatewayError to refuse) and holds it. Concurrent reservations never spend the same funds.
    * A second call for an id already held EXTENDS that hold by the amount decided (the funds it sees
    * already exclude the hold): how a request whose priced cost exceeds its hold takes what is still free.
+   * `decide` may run more than once (holds kept in the workers' primary decide first on unbounded funds, then on
+   * the real ones): the amount held is that of its last run, so a decision's side effects must come from it too.
    */
   reserve(input: ReservationInput, decide: (funds: Funds) => NanoUsd): Promise<NanoUsd>;
   /** Drops a reservation now (a request that ends without a generation record). */

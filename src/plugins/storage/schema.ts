@@ -18,9 +18,10 @@ export const storageConfigSchema = Type.Object(
     /**
      * SQLite only: where budget holds of requests in flight live. `process` (default): in this process's
      * memory, no write per request; the file is locked against any other gateway process. `shared`: rows of
-     * the file, for several processes on one file.
+     * the file, for several processes on one file. `primary`: the workers of one gateway (GATEWAY_WORKERS, which
+     * sets it): in their primary's memory (sqlite/primary-holds.ts).
      */
-    sqlite_holds: Type.Optional(Type.Union([Type.Literal("process"), Type.Literal("shared")], { default: "process" })),
+    sqlite_holds: Type.Optional(Type.Union([Type.Literal("process"), Type.Literal("shared"), Type.Literal("primary")], { default: "process" })),
     /** Postgres only: connections in the pool, per gateway process (mind the server's max_connections). */
     pool_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, default: DEFAULT_POOL_SIZE })),
   },

@@ -20,6 +20,7 @@ function inProcessPrimary(limit: number, workers: number) {
     workers,
     serve: (topic, handler) => void handlers.set(topic, handler),
     askAll: async () => [],
+    onWorkerExit() {},
   };
   serveEdgeCounts(host, limit);
   let calls = 0;

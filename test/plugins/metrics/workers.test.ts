@@ -35,6 +35,7 @@ function wire(workers: ReturnType<typeof worker>[]) {
       expect(topic).toBe("metrics.local");
       return Promise.all(answers.map(async (answer) => structuredClone(await answer(payload)) as T));
     },
+    onWorkerExit() {},
   };
   serveMergedMetrics(host);
   return workers.map((one, index) => {

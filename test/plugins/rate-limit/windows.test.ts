@@ -223,6 +223,7 @@ function inProcessPrimary(fails = false) {
     workers: 2,
     serve: (topic, handler) => void handlers.set(topic, handler),
     askAll: async () => [],
+    onWorkerExit() {},
   };
   const part = serveSharedWindows(host);
   const link = {

@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "../../../src/core/log.ts";
 import type { Generation, Repository } from "../../../src/plugins/storage/repository.ts";
+import type { PrimaryHost, WorkerLink } from "../../../src/core/workers.ts";
+import { servePrimaryHolds } from "../../../src/plugins/storage/sqlite/primary-holds.ts";
 
 const tempDirs: string[] = [];
 
@@ -106,4 +108,48 @@ export async function accountWithKey(repository: Repository, options: { limit?: 
     expiresAt: null,
   });
   return { account, key };
+}
+
+/**
+ * A workers' primary in this process for `primary` holds (src/plugins/storage/sqlite/primary-holds.ts): its part
+ * serves the file's holds; `link(i)` is worker i's side of the channel. Messages are structured-cloned both ways and
+ * handled in the order sent, as over Bun's IPC channel; `exit(i)` is worker i exiting.
+ */
+export function inProcessPrimary(path: string) {
+  const handlers = new Map<string, (payload: unknown, from: number) => unknown>();
+  const exitHandlers: ((worker: number) => void)[] = [];
+  const host: PrimaryHost = {
+    env: {},
+    log: captureLog(),
+    now: Date.now,
+    workers: 8,
+    serve: (topic, handler) => void handlers.set(topic, handler),
+    askAll: async () => [],
+    onWorkerExit: (handler) => void exitHandlers.push(handler),
+  };
+  const part = servePrimaryHolds(path, host);
+  return {
+    link(index: number): WorkerLink {
+      return {
+        index,
+        count: 8,
+        call<T>(topic: string, payload: unknown): Promise<T> {
+          const handler = handlers.get(topic);
+          if (!handler) return Promise.reject(new Error(`no handler for ${topic}`));
+          try {
+            return Promise.resolve(handler(structuredClone(payload), index)).then((value) => structuredClone(value) as T);
+          } catch (error) {
+            return Promise.reject(error);
+          }
+        },
+        publish() {},
+        subscribe() {},
+        answer() {},
+      };
+    },
+    exit(index: number): void {
+      for (const handler of exitHandlers) handler(index);
+    },
+    close: () => part.close?.(),
+  };
 }

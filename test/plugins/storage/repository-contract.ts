@@ -39,6 +39,12 @@ export interface ContractHarness {
   concurrentInstances?: boolean;
   /** false: holds live in the process (SQLite process holds), not as rows: the checks of rows are skipped. */
   holdRows?: boolean;
+  /**
+   * false: a queued debit whose request holds nothing is seen by reservations only once written (holds in the
+   * workers' primary, which learns of queued debits through the holds they replace). Everywhere, `decide` may run
+   * more than once (the last run is the decision), so the tests read the funds of its last run.
+   */
+  queuedDebitsSeen?: boolean;
 }
 
 type Tracked = ContractStore & { open(options?: ContractOpenOptions): Promise<Repository> };
@@ -566,14 +572,14 @@ export function repositoryContract(harness: ContractHarness): void {
       // The next request of this process already sees the exact cost instead of the hold.
       const funds: Funds[] = [];
       await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (f) => (funds.push(f), 0));
-      expect(funds[0]).toMatchObject({ account: 98_500, key: 98_500 });
+      expect(funds.at(-1)).toMatchObject({ account: 98_500, key: 98_500 });
 
       await repository.flush();
       if (harness.holdRows !== false) expect(await count(store, "reservations")).toBe(0);
       expect(await count(store, "generations where id = ?", held.id)).toBe(1);
       expect(await ledgerSums(store, account.id)).toEqual({ credits: 100_000, debits: 1_500, balance: 98_500 });
       await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (f) => (funds.push(f), 0));
-      expect(funds[1]).toMatchObject({ account: 98_500, key: 98_500 });
+      expect(funds.at(-1)).toMatchObject({ account: 98_500, key: 98_500 });
     });
 
     it("extends a request's hold by a second reservation of its id, which sees the funds without the hold, and the debit swaps the whole hold", async () => {
@@ -592,28 +598,27 @@ export function repositoryContract(harness: ContractHarness): void {
         seen.push(funds);
         return Math.min(1_000_000, funds.account, funds.key!);
       });
-      expect(seen[0]).toMatchObject({ account: 60_000, key: 10_000 });
+      expect(seen.at(-1)).toMatchObject({ account: 60_000, key: 10_000 });
       expect(granted).toBe(10_000);
       if (harness.holdRows !== false) {
         expect(await count(store, "reservations")).toBe(2);
         expect(Number((await store.all<{ amount_nano: number }>("select amount_nano from reservations where id = ?", held.id))[0]!.amount_nano)).toBe(40_000);
       }
       // The key is fully held now: nothing more for anyone on it.
-      await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (funds) => {
-        expect(funds).toMatchObject({ account: 50_000, key: 0 });
-        return 0;
-      });
+      const after: Funds[] = [];
+      await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (funds) => (after.push(funds), 0));
+      expect(after.at(-1)).toMatchObject({ account: 50_000, key: 0 });
 
       // The request settles at hold + extension: its debit replaces the whole hold, queued and committed.
       repository.recordGeneration(makeGeneration(account.id, key.id, { id: held.id, inputCost: 0, outputCost: 40_000, unbilledCost: 7 }));
       await repository.releaseReservation(other.id);
       const funds: Funds[] = [];
       await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (f) => (funds.push(f), 0));
-      expect(funds[0]).toMatchObject({ account: 60_000, key: 10_000 });
+      expect(funds.at(-1)).toMatchObject({ account: 60_000, key: 10_000 });
       await repository.flush();
       if (harness.holdRows !== false) expect(await count(store, "reservations")).toBe(0);
       await repository.reserve(reservation(account.id, key.id, { keyLimited: true }), (f) => (funds.push(f), 0));
-      expect(funds[1]).toMatchObject({ account: 60_000, key: 10_000 });
+      expect(funds.at(-1)).toMatchObject({ account: 60_000, key: 10_000 });
       expect(await ledgerSums(store, account.id)).toEqual({ credits: 100_000, debits: 40_000, balance: 60_000 });
       const stored = await repository.findGeneration(account.id, held.id);
       expect(stored).toMatchObject({ totalCost: 40_000, unbilledCost: 7, usageEstimated: false });
@@ -635,18 +640,24 @@ export function repositoryContract(harness: ContractHarness): void {
 
       const seen: Funds[] = [];
       await repository.reserve(reservation(account.id, key.id, { windows: { hour: hourAgo, day: dayAgo } }), (f) => (seen.push(f), 0));
-      expect(seen[0].windows.hour.spent).toBe(20 + 3 + 4_000);
-      expect(seen[0].windows.day.spent).toBe(100 + 20 + 3 + 4_000);
-      expect(seen[0].windows.day.oldestAt).toBeLessThanOrEqual(now - 2 * 3_600_000);
-      expect(seen[0].windows.day.oldestAt).toBeGreaterThan(now - 2 * 3_600_000 - 300_000);
-      expect(seen[0].windows.hour.oldestAt).toBeGreaterThan(hourAgo - 300_000);
+      const windows = seen.at(-1)!.windows;
+      // The queued 3 has no hold here: in the workers' primary it counts once written.
+      const queued = harness.queuedDebitsSeen === false ? 0 : 3;
+      expect(windows.hour.spent).toBe(20 + queued + 4_000);
+      expect(windows.day.spent).toBe(100 + 20 + queued + 4_000);
+      expect(windows.day.oldestAt).toBeLessThanOrEqual(now - 2 * 3_600_000);
+      expect(windows.day.oldestAt).toBeGreaterThan(now - 2 * 3_600_000 - 300_000);
+      expect(windows.hour.oldestAt).toBeGreaterThan(hourAgo - 300_000);
 
       // Another gateway on the same store sees the same after the commit.
       await repository.flush();
       const other = await store.open();
       const otherSeen: Funds[] = [];
       await other.reserve(reservation(account.id, key.id, { windows: { hour: hourAgo, day: dayAgo } }), (f) => (otherSeen.push(f), 0));
-      expect(otherSeen[0].windows).toEqual(seen[0].windows);
+      expect(otherSeen.at(-1)!.windows).toEqual({
+        hour: { spent: 20 + 3 + 4_000, oldestAt: windows.hour.oldestAt },
+        day: { spent: 100 + 20 + 3 + 4_000, oldestAt: windows.day.oldestAt },
+      });
     });
 
     it.skipIf(harness.holdRows === false)("releases the reservations of a process that stopped beating, and of one that left cleanly", async () => {
@@ -735,8 +746,11 @@ export function repositoryContract(harness: ContractHarness): void {
       const held = outcomes.filter((o) => o.status === "fulfilled");
       expect(held).toHaveLength(7);
       for (const o of outcomes) if (o.status === "rejected") expect(o.reason).toBeInstanceOf(InsufficientBalanceError);
-      if (harness.holdRows !== false) expect(await count(store, "reservations")).toBe(7);
-      expect((await one<{ s: number }>(store, "select sum(amount_nano) as s from reservations")).s).toBe(7_000);
+      if (harness.holdRows !== false) {
+        expect(await count(store, "reservations")).toBe(7);
+        expect((await one<{ s: number }>(store, "select sum(amount_nano) as s from reservations")).s).toBe(7_000);
+      }
+      expect(await a.holdsOutstanding()).toEqual({ count: 7, amount: 7_000 });
     });
 
     it.skipIf(harness.concurrentInstances === false)("never overspends a key budget across gateways, metering while reserving", async () => {

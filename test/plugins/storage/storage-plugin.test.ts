@@ -46,6 +46,33 @@ describe("storage plugin", () => {
     expect(await instance.ready!()).toBe(false);
   });
 
+  it("refuses holds in the workers' primary in a gateway of one process, naming the modes it may use", async () => {
+    expect(() => storage.setup({ database_url: `sqlite:${tempDbPath()}`, sqlite_holds: "primary" }, host())).toThrow('one process uses "process" or "shared"');
+  });
+
+  it("keeps the workers' holds in the primary on SQLite (locking the file against any other gateway), not on Postgres or with SQLITE_HOLDS=shared", async () => {
+    const path = tempDbPath();
+    const served: string[] = [];
+    const primaryHost = (env: Record<string, string>) => ({
+      env,
+      log: captureLog(),
+      now: Date.now,
+      workers: 2,
+      serve: (topic: string) => void served.push(topic),
+      askAll: async () => [],
+      onWorkerExit() {},
+    });
+    const part = await storage.primary!({ database_url: `sqlite:${path}` }, primaryHost({}));
+    expect(served).toContain("storage.hold");
+    // A gateway outside this primary cannot open the file.
+    expect(() => storage.setup({ database_url: `sqlite:${path}`, sqlite_holds: "shared" }, host())).toThrow("is in use by");
+    await part.close?.();
+    served.length = 0;
+    await storage.primary!({ database_url: `sqlite:${tempDbPath()}` }, primaryHost({ SQLITE_HOLDS: "shared" }));
+    await storage.primary!({ database_url: "postgres://u:p@127.0.0.1:1/gw" }, primaryHost({}));
+    expect(served).toEqual([]);
+  });
+
   it("opens Postgres for a postgres:// URL; an unreachable server rejects setup", async () => {
     await expect(Promise.resolve().then(() => storage.setup({ database_url: "postgres://127.0.0.1:1/gw" }, host()))).rejects.toThrow();
   });

@@ -4,14 +4,21 @@ import type { Generation } from "../repository.ts";
 import type { PendingGenerations } from "./pending.ts";
 
 const MAX_RETRY_DELAY_MS = 1000;
+/** How long background writes keep finding the write lock taken (another process's commit) before that is a failure. */
+const BUSY_PATIENCE_MS = 1000;
 
 /** A write step: done when it returns (SQLite), or when its promise settles (Postgres). */
 type Step = void | Promise<void>;
 
 export interface GroupCommitOptions {
   pending: PendingGenerations;
-  /** Writes a batch in one transaction, all or nothing: synchronously, or by the promise it returns. */
-  write(batch: readonly Generation[]): Step;
+  /**
+   * Writes a batch in one transaction, all or nothing: synchronously, or by the promise it returns. `background`: a
+   * timer's write, which may fail at once when another process holds the write lock (`isBusy`) instead of waiting.
+   */
+  write(batch: readonly Generation[], background: boolean): Step;
+  /** The dialect's "another process holds the write lock": a background write tries again a millisecond later. */
+  isBusy?(error: unknown): boolean;
   /** The dialect's "this row can never be written": such a row is set aside; every other failure is retried. */
   isPermanent(error: unknown): boolean;
   flushIntervalMs: number;
@@ -44,12 +51,16 @@ function attempt(work: () => Step, done: () => void, failed: (error: unknown) =>
 // Long on purpose (issue 26): a closure factory of small named steps (none over ~25 lines) sharing one
 // mutable state (timers, in-flight write, failure count, recorded/settled counts); `onTimer` and
 // `onImmediate` go to the timers as they are, with no `this` to bind on the hot path.
-export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
+export function createGroupCommit({ pending, write, isPermanent, isBusy, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
   let draining = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
   let immediate: ReturnType<typeof setImmediate> | null = null;
   let failures = 0;
+  /** When background writes first found the write lock taken (performance.now()), 0 while they do not. */
+  let busySince = 0;
+  /** The write being made is a timer's (see GroupCommitOptions.write). */
+  let background = false;
   let inFlight: Promise<void> | null = null;
   // Monotonic counts: the queue is FIFO, so everything recorded before a flush is settled once
   // `settled` reaches the `recorded` the flush saw.
@@ -87,7 +98,7 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
     if (batch.length === 0) return;
     const startedMono = performance.now();
     return attempt(
-      () => write(batch),
+      () => write(batch, background),
       () => {
         settle(batch.length);
         committed(startedMono, batch.length);
@@ -105,7 +116,7 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
       const g = batch[i]!;
       const startedMono = performance.now();
       const step = attempt(
-        () => write([g]),
+        () => write([g], background),
         () => {
           settle(1);
           committed(startedMono, 1);
@@ -131,11 +142,18 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
   }
 
   function resumed(): void {
+    busySince = 0;
     if (failures > 0) log.info("metering writes resumed", { afterFailures: failures });
     failures = 0;
   }
 
   function failed(error: unknown): void {
+    if (isBusy?.(error)) {
+      // Another process's commit holds the lock: try again shortly, the event loop serving meanwhile.
+      const now = performance.now();
+      if (busySince === 0) busySince = now;
+      if (now - busySince < BUSY_PATIENCE_MS) return schedule(1);
+    }
     failures += 1;
     const retryMs = Math.min(MAX_RETRY_DELAY_MS, flushIntervalMs * 2 ** failures);
     log.error("metering flush failed; batch kept, retrying", { queued: pending.size, failures, retryMs, error: String(error) });
@@ -158,11 +176,14 @@ export function createGroupCommit({ pending, write, isPermanent, flushIntervalMs
   function tick(): void {
     if (stopped || draining || pending.size === 0) return;
     let step: Step;
+    background = true;
     try {
       step = writeOnce();
     } catch (error) {
       failed(error);
       return;
+    } finally {
+      background = false;
     }
     if (step instanceof Promise) {
       void drain(step);

@@ -39,7 +39,8 @@ export function addToCounters(counters: UsageCounters, g: Generation): void {
   counters.cacheWriteTokens += g.cacheWriteTokens;
 }
 
-function addTo(map: Map<string, number>, key: string, amount: number): void {
+/** Adds `amount` to a running sum by key; a sum back at zero leaves the map. */
+export function addTo(map: Map<string, number>, key: string, amount: number): void {
   const next = (map.get(key) ?? 0) + amount;
   if (next === 0) map.delete(key);
   else map.set(key, next);

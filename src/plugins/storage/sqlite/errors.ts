@@ -8,6 +8,12 @@ export function isUniqueViolation(error: unknown): boolean {
   return code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
 
+/** Another connection (a process on the same file) holds the write lock. */
+export function isBusy(error: unknown): boolean {
+  const code = (error as Partial<SQLiteError> | null)?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_BUSY");
+}
+
 /** SQLite errors that say "this row can never be written"; every other failure is retried. */
 export function isPermanent(error: unknown): boolean {
   const code = (error as Partial<SQLiteError> | null)?.code;

@@ -21,3 +21,19 @@ export function createSqliteInstances(reservations: SqliteReservations, gate: St
     },
   };
 }
+
+/** Workers whose holds live in their primary (primary-holds.ts): the primary drops those of a worker that exits. */
+export function primaryHeldInstances(gate: StoreGate): InstanceStore {
+  return {
+    async heartbeat() {
+      gate.assertOpen();
+    },
+    async releaseStaleReservations() {
+      gate.assertOpen();
+      return 0;
+    },
+    async removeInstance() {
+      gate.assertOpen();
+    },
+  };
+}

@@ -2,6 +2,7 @@ import type { Database } from "bun:sqlite";
 import { and, asc, between, desc, eq, sql } from "drizzle-orm";
 import type { MeteringStore, UsageRow } from "../repository.ts";
 import { checkGeneration, generationFromRow, queuedGeneration } from "../rows.ts";
+import type { SettledRequest } from "./reservations.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import type { GroupCommit } from "../shared/group-commit.ts";
 import { withPendingUsage, type PendingGenerations } from "../shared/pending.ts";
@@ -24,7 +25,7 @@ export function createSqliteMetering(
   pending: PendingGenerations,
   commits: GroupCommit,
   gate: StoreGate,
-  markSettled: (id: string) => void,
+  markSettled: (generation: SettledRequest) => void,
 ): MeteringStore {
   const selectGenerationById = db
     .select()
@@ -46,7 +47,7 @@ export function createSqliteMetering(
       gate.assertOpen();
       checkGeneration(generation);
       commits.record(queuedGeneration(generation));
-      markSettled(generation.id);
+      markSettled(generation);
     },
 
     async findGeneration(accountId, id) {

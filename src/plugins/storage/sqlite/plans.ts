@@ -42,15 +42,20 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
     `select * from account_plans where account_id = ? and started_at <= ? and (ends_at > ? or renewing = 1) order by started_at desc limit 1`,
   );
 
-  /** The purchase's writes, inside the caller's transaction; `subscriptionRef`: the subscription paying a card-funded cycle. */
-  function buy(p: PlanPurchase, subscriptionRef: string | null): number {
+  /** The refusals that come before the funds: an unknown account, a second cycle funded from the balance. Its stored funds. */
+  function checkBuyable(p: PlanPurchase): number {
     const stored = available.get(p.accountId, p.accountId);
     if (!stored) throw new RecordNotFoundError(`no account "${p.accountId}"`);
-    const funds = { available: stored.available + unstored.availableShift(p.accountId) };
+    if (p.funding === "balance" && balanceFunded.get(p.accountId)) {
+      throw new RecordConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
+    }
+    return stored.available;
+  }
+
+  /** The purchase's writes, inside the caller's transaction; `subscriptionRef`: the subscription paying a card-funded cycle. */
+  function buy(p: PlanPurchase, subscriptionRef: string | null): number {
+    const funds = { available: checkBuyable(p) + unstored.availableShift(p.accountId) };
     if (p.funding === "balance") {
-      if (balanceFunded.get(p.accountId)) {
-        throw new RecordConflictError("this account already funded a plan cycle from its balance (once per account); recurring plans need card funding");
-      }
       if (funds.available < p.price) {
         throw new InsufficientFundsError(
           `the plan costs $${nanoToUsdString(p.price)} and the available balance is $${nanoToUsdString(Math.max(0, funds.available))}; top up first`,
@@ -80,19 +85,32 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
       const row = active.get(accountId, at, at);
       return row ? toCycle(row) : null;
     },
+    checkBuyable,
     /** A purchase inside a transaction the caller holds (a subscription's cycle, payments.ts); the balance after it. */
     buyInTransaction: buy,
   };
 }
 
 /** The plan slice of the store; a purchase moves stored funds, so the reservations hear of it. */
-export function sqlitePlanStore(plans: ReturnType<typeof createSqlitePlans>, gate: StoreGate, storedChanged: () => void): PlanStore {
+export function sqlitePlanStore(
+  plans: ReturnType<typeof createSqlitePlans>,
+  gate: StoreGate,
+  storedChanged: () => void,
+  /** Holds kept elsewhere (the workers' primary): the price is held there first, so no request spends it meanwhile. */
+  holdForPurchase?: (accountId: string, price: number) => Promise<{ release(): void }>,
+): PlanStore {
   return {
     async purchasePlan(purchase) {
       gate.assertOpen();
+      let hold: { release(): void } | null = null;
+      if (holdForPurchase && purchase.funding === "balance") {
+        failClosed(() => plans.checkBuyable(purchase));
+        hold = await holdForPurchase(purchase.accountId, purchase.price);
+      }
       try {
         return plans.purchasePlan(purchase);
       } finally {
+        hold?.release();
         storedChanged();
       }
     },

@@ -6,8 +6,8 @@ import { createGroupCommit } from "../shared/group-commit.ts";
 import { PendingGenerations } from "../shared/pending.ts";
 import { createSqliteAccounts } from "./accounts.ts";
 import { startCheckpointer } from "./checkpointer.ts";
-import { isPermanent } from "./errors.ts";
-import { createSqliteInstances } from "./instances.ts";
+import { isBusy, isPermanent } from "./errors.ts";
+import { createSqliteInstances, primaryHeldInstances } from "./instances.ts";
 import { createSqliteKeys } from "./keys.ts";
 import { createSqliteLedger } from "./ledger.ts";
 import { createSqliteMetering } from "./metering.ts";
@@ -16,7 +16,9 @@ import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createSqlitePayments } from "./payments.ts";
 import { createSqlitePlans, sqlitePlanStore } from "./plans.ts";
 import { lockForHolds } from "./process-lock.ts";
-import { createSqliteReservations, sqliteReservationStore, type HoldsMode } from "./reservations.ts";
+import { createSqliteReservations, sqliteReservationStore, type ReservationBook, type SqliteHoldsMode } from "./reservations.ts";
+import { createPrimaryReservations } from "./primary-holds.ts";
+import type { WorkerLink } from "../../../core/workers.ts";
 import { createSqliteSessions } from "./sessions.ts";
 import { createSqliteSettings } from "./settings.ts";
 import { createSqliteUsers } from "./users.ts";
@@ -31,7 +33,9 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
    * processes) or `process` (this process's memory, no write per request; the file is then locked
    * against every other gateway process).
    */
-  holds?: HoldsMode;
+  holds?: SqliteHoldsMode;
+  /** `primary` holds: the channel to the primary that keeps them. */
+  primary?: WorkerLink;
   /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
   checkpointIntervalMs?: number;
   log?: Logger;
@@ -50,7 +54,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const { client, db } = openSqlite(path, options); // creates the file's directory: lock after
   let lock: { release(): void } | null = null;
   try {
-    lock = isInMemoryPath(path) ? null : lockForHolds(path, holds);
+    // `primary`: the primary holds the file's lock for its workers.
+    lock = isInMemoryPath(path) || holds === "primary" ? null : lockForHolds(path, holds);
   } catch (error) {
     client.close();
     throw error;
@@ -61,13 +66,25 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const pending = new PendingGenerations();
   const gate = new StoreGate();
 
-  const reservations = createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000);
+  const heldHere = holds === "primary" ? null : createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000);
+  const heldInPrimary = heldHere ? null : createPrimaryReservations(options.primary!);
+  const reservations: ReservationBook = heldHere ?? heldInPrimary!;
   const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
-  function writeBatch(batch: readonly Generation[]): void {
-    writer.write(batch);
+  // Other processes write the file (workers, shared holds): a timer's commit that finds the lock taken fails at once
+  // and is tried again a millisecond later, instead of SQLite's busy handler sleeping the event loop (1, 2, 5 ms …).
+  const busyWaitOn = `PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`;
+  function writeBatch(batch: readonly Generation[], background: boolean): void {
+    if (background && holds !== "process") {
+      client.exec("PRAGMA busy_timeout = 0");
+      try {
+        writer.write(batch);
+      } finally {
+        client.exec(busyWaitOn);
+      }
+    } else writer.write(batch);
     reservations.forgetWritten(batch.map((g) => g.id));
   }
-  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent, flushIntervalMs, maxBatch, log });
+  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent, isBusy, flushIntervalMs, maxBatch, log });
 
   const lifecycle: StoreLifecycle = {
     async ping() {
@@ -97,8 +114,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     ...createSqliteKeys(db, pending, gate),
     ...createSqliteMetering(client, db, pending, commits, gate, reservations.markSettled),
     ...sqliteReservationStore(reservations, gate),
-    ...sqlitePlanStore(plans, gate, reservations.storedChanged),
-    ...createSqliteInstances(reservations, gate),
+    ...sqlitePlanStore(plans, gate, reservations.storedChanged, heldInPrimary?.holdForPurchase),
+    ...(heldHere ? createSqliteInstances(heldHere, gate) : primaryHeldInstances(gate)),
     ...createSqliteSettings(db, gate),
     ...createSqliteUsers(db, gate),
     ...createSqliteSessions(db, gate),

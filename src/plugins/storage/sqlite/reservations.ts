@@ -1,9 +1,10 @@
 import type { Database } from "bun:sqlite";
 import { GatewayError, UnavailableError } from "../../../core/errors.ts";
-import type { Funds, ReservationInput, ReservationStore } from "../repository.ts";
+import type { Funds, Generation, ReservationInput, ReservationStore } from "../repository.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import { failClosed } from "./errors.ts";
 import { spendBucketStart } from "../shared/spend-buckets.ts";
+import { addTo } from "../shared/pending.ts";
 
 /**
  * Budget reservations on SQLite. Available funds = credits − committed debits − every hold, where a
@@ -41,6 +42,9 @@ export interface PendingSettlements {
  * request); valid only while no other process serves from the file (see process-lock.ts).
  */
 export type HoldsMode = "shared" | "process";
+
+/** Where a SQLite repository's holds live: `primary` is the workers' mode (primary-holds.ts), the others are above. */
+export type SqliteHoldsMode = HoldsMode | "primary";
 
 const STORED_FUNDS_TTL_MS = 1000;
 
@@ -91,12 +95,6 @@ function prepareStatements(client: Database) {
 
 type Statements = ReturnType<typeof prepareStatements>;
 
-function add(map: Map<string, number>, id: string, amount: number): void {
-  const next = (map.get(id) ?? 0) + amount;
-  if (next === 0) map.delete(id);
-  else map.set(id, next);
-}
-
 /** This process's live holds, and the part of them whose requests are settled but not yet written. */
 class HoldBook {
   private readonly mine = new Map<string, { accountId: string; keyId: string; amount: number; settled: boolean }>();
@@ -122,26 +120,46 @@ class HoldBook {
   /** A hold granted (written to the table first in shared mode), or an existing one extended. */
   took(input: ReservationInput, amount: number): void {
     if (this.inProcess) {
-      add(this.heldByAccount, input.accountId, amount);
-      add(this.heldByKey, input.keyId, amount);
+      addTo(this.heldByAccount, input.accountId, amount);
+      addTo(this.heldByKey, input.keyId, amount);
     }
     const hold = this.mine.get(input.id);
     if (hold) {
       // An extension (metering asks before it settles the request; counted as settled if it already was).
       hold.amount += amount;
       if (hold.settled) {
-        add(this.settledByAccount, hold.accountId, amount);
-        add(this.settledByKey, hold.keyId, amount);
+        addTo(this.settledByAccount, hold.accountId, amount);
+        addTo(this.settledByKey, hold.keyId, amount);
       }
     } else this.mine.set(input.id, { accountId: input.accountId, keyId: input.keyId, amount, settled: false });
+  }
+
+  has(id: string): boolean {
+    return this.mine.has(id);
+  }
+
+  /** Part of a hold given back (its request decided to hold less); the hold itself stays until written or released. */
+  shrink(id: string, by: number): void {
+    const hold = this.mine.get(id);
+    if (!hold || by <= 0) return;
+    const amount = Math.min(by, hold.amount);
+    hold.amount -= amount;
+    if (this.inProcess) {
+      addTo(this.heldByAccount, hold.accountId, -amount);
+      addTo(this.heldByKey, hold.keyId, -amount);
+    }
+    if (hold.settled) {
+      addTo(this.settledByAccount, hold.accountId, -amount);
+      addTo(this.settledByKey, hold.keyId, -amount);
+    }
   }
 
   markSettled(id: string): void {
     const hold = this.mine.get(id);
     if (!hold || hold.settled) return;
     hold.settled = true;
-    add(this.settledByAccount, hold.accountId, hold.amount);
-    add(this.settledByKey, hold.keyId, hold.amount);
+    addTo(this.settledByAccount, hold.accountId, hold.amount);
+    addTo(this.settledByKey, hold.keyId, hold.amount);
   }
 
   /** This process's holds (count, sum), and the part of them settled (their debit queued, the hold still counted until written). */
@@ -166,12 +184,12 @@ class HoldBook {
     if (!hold) return;
     this.mine.delete(id);
     if (this.inProcess) {
-      add(this.heldByAccount, hold.accountId, -hold.amount);
-      add(this.heldByKey, hold.keyId, -hold.amount);
+      addTo(this.heldByAccount, hold.accountId, -hold.amount);
+      addTo(this.heldByKey, hold.keyId, -hold.amount);
     }
     if (hold.settled) {
-      add(this.settledByAccount, hold.accountId, -hold.amount);
-      add(this.settledByKey, hold.keyId, -hold.amount);
+      addTo(this.settledByAccount, hold.accountId, -hold.amount);
+      addTo(this.settledByKey, hold.keyId, -hold.amount);
     }
   }
 }
@@ -396,13 +414,21 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       processFunds.stale();
     },
     /** The request settled and its generation is queued: count its debit, not its hold, from now on. */
-    markSettled(id: string): void {
+    markSettled({ id }: SettledRequest): void {
       holds.markSettled(id);
     },
     /** Generations written (their holds, when rows, went in the same transaction): debits are stored now. */
     forgetWritten(ids: Iterable<string>): void {
       processFunds.stale();
       for (const id of ids) holds.unsettle(id);
+    },
+    /** Process mode (the primary's holds): part of a hold given back. */
+    shrink(id: string, by: number): void {
+      holds.shrink(id, by);
+    },
+    /** Whether the request `id` holds funds here. */
+    holds(id: string): boolean {
+      return holds.has(id);
     },
     releaseReservation(id: string): void {
       if (!holds.inProcess) statements.remove.run(id);
@@ -451,8 +477,22 @@ function readOnce<V>(cache: Map<string, V>, key: string, read: () => V): V {
 
 export type SqliteReservations = ReturnType<typeof createSqliteReservations>;
 
+/** A request whose generation is queued (not yet written): its debit replaces its hold from now on. */
+export type SettledRequest = Pick<Generation, "id" | "accountId" | "keyId" | "totalCost" | "createdAt">;
+
+/** What the repository's slices use of the holds, kept in this process's file or memory, or in the primary (primary-holds.ts). */
+export interface ReservationBook {
+  reserve(input: ReservationInput, decide: (funds: Funds) => number): Promise<number>;
+  availableShift(accountId: string): number;
+  storedChanged(): void;
+  markSettled(settled: SettledRequest): void;
+  forgetWritten(ids: Iterable<string>): void;
+  releaseReservation(id: string): void;
+  holdsOutstanding(): { count: number; amount: number } | Promise<{ count: number; amount: number }>;
+}
+
 /** The reservation slice of the store: holds taken and dropped, failing closed on a driver failure. */
-export function sqliteReservationStore(reservations: SqliteReservations, gate: StoreGate): ReservationStore {
+export function sqliteReservationStore(reservations: ReservationBook, gate: StoreGate): ReservationStore {
   return {
     // Not async: the reservation's own promise is returned as is (an async wrapper adds microtask turns per request).
     reserve(input, decide) {
