@@ -19,10 +19,13 @@
  * `--key-limits`: the key of the plugins case (RPM and TPM 10,000,000, a key budget), so the rate-limit and
  * key-budget paths run on every request. `--bare`: the bare proxy as the first target (the one the others are
  * compared with). `--https`: the fake upstream behind a TLS front with its own CA (bench/tls-front.ts), trusted by
- * every target through NODE_EXTRA_CA_CERTS, as every real provider is reached.
+ * every target through NODE_EXTRA_CA_CERTS, as every real provider is reached. `--pin N` (a machine with cores to spare):
+ * each proxy (the bare one and every target) on N cores of its own, the fake upstream on two others, the load
+ * generator (this process) on the rest, all with taskset; the table then says how much of a core the load generator
+ * used, so a run it capped can be told from one the proxies capped.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chatBody } from "./stream-client.ts";
 import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
@@ -70,10 +73,12 @@ interface Options {
   bare: boolean;
   /** The fake upstream over https (a TLS front with its own CA, trusted through NODE_EXTRA_CA_CERTS). */
   https: boolean;
+  /** Cores per proxy, each proxy on its own (taskset); 0: nothing pinned. */
+  pin: number;
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false, https: false };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false, https: false, pin: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
@@ -83,17 +88,39 @@ function parseArgs(argv: string[]): Options {
     else if (a === "--rounds") options.rounds = Number(argv[++i]);
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
     else if (a === "--concurrency") options.concurrency = Number(argv[++i]);
+    else if (a === "--pin") options.pin = Number(argv[++i]);
     else if (a === "--words") options.words = Number(argv[++i]);
     else if (a === "--chunk-delay") options.chunkDelayMs = Number(argv[++i]);
     else if (a === "--help" || a === "-h") options.targets = [];
     else options.targets.push(a);
   }
-  const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0);
+  const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0) && Number.isInteger(options.pin) && options.pin >= 0;
   if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--https] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C]");
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--https] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C] [--pin CORES]");
     process.exit(2);
   }
   return options;
+}
+
+/** Where each process runs under --pin: taskset prefixes, and the cores left to this process (the load generator). */
+interface Placement {
+  fake: string[];
+  proxies: string[][];
+  load: string;
+}
+
+function placement(options: Options): Placement | null {
+  if (options.pin === 0) return null;
+  const proxies = options.targets.length + (options.bare ? 1 : 0);
+  const cores = cpus().length;
+  const loadCores = cores - proxies * options.pin - 2;
+  if (loadCores < 2) throw new Error(`--pin ${options.pin}: ${proxies} proxies × ${options.pin} + 2 for the fake upstream leaves ${loadCores} of ${cores} cores for the load generator (2 at least)`);
+  const range = (from: number, count: number) => ["taskset", "-c", count === 1 ? `${from}` : `${from}-${from + count - 1}`];
+  return {
+    proxies: Array.from({ length: proxies }, (_, i) => range(i * options.pin, options.pin)),
+    fake: range(proxies * options.pin, 2),
+    load: `${proxies * options.pin + 2}-${cores - 1}`,
+  };
 }
 
 /** A target's pooled rate and CPU per request; its latencies when non-streaming. */
@@ -109,11 +136,18 @@ async function main(): Promise<void> {
   installCleanup();
   const tmp = mkdtempSync(join(tmpdir(), "gateway-compare-"));
   try {
-    const fake = await startFakeUpstream();
+    const place = placement(options);
+    if (place) {
+      // Every thread of this process (autocannon and the stream loop run here), and the threads it starts later.
+      const pinned = Bun.spawnSync(["taskset", "-a", "-p", "-c", place.load, String(process.pid)]);
+      if (pinned.exitCode !== 0) throw new Error(`taskset: ${pinned.stderr.toString()}`);
+    }
+    const proxyPins = place ? [...place.proxies] : [];
+    const fake = await startFakeUpstream(place?.fake);
     const upstream = options.https ? await startHttpsUpstream(fake, join(tmp, "tls")) : { url: fake.url, env: {} };
     const gateways = [];
     if (options.bare) {
-      const bare = await startBareProxy(upstream.url, upstream.env);
+      const bare = await startBareProxy(upstream.url, upstream.env, proxyPins.shift());
       gateways.push({ target: { name: "bare proxy", url: bare.url, key: UPSTREAM_KEY }, pid: bare.proc.pid });
     }
     for (const [i, spec] of options.targets.entries()) {
@@ -123,7 +157,7 @@ async function main(): Promise<void> {
       if (config) env.GATEWAY_CONFIG = resolve(config);
       const port = freePort();
       // Run from its own directory: each checkout reads its own plugins-config.yaml and catalog.
-      const child = spawnChild(spec, [BUN, "src/index.ts"], gatewayEnv(port, join(tmp, `gateway-${i}.db`), upstream.url, env), `http://127.0.0.1:${port}`, resolve(dir!));
+      const child = spawnChild(spec, [...(proxyPins.shift() ?? []), BUN, "src/index.ts"], gatewayEnv(port, join(tmp, `gateway-${i}.db`), upstream.url, env), `http://127.0.0.1:${port}`, resolve(dir!));
       await waitReady(child, "/ready", true);
       const keyOptions = options.keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {};
       gateways.push({ target: { name: spec, url: child.url, key: await provisionKey(child.url, keyOptions) }, pid: child.proc.pid });
@@ -135,6 +169,7 @@ async function main(): Promise<void> {
     const progress = (target: Target, served: number, seconds: number, round: number) =>
       console.error(`round ${round + 1}/${options.rounds}: ${target.name} ${fInt(served / seconds)}/s`);
     const rows: Row[] = [];
+    const loadStart = { cpu: process.cpuUsage(), at: performance.now() };
     if (options.stream) {
       const measured = await inRounds(targets, options.rounds, (t) => streamRun(t, body, options.concurrency, ms), completedStreams, (t, run, round) =>
         progress(t, completedStreams(run), run.elapsedMs / 1000, round),
@@ -149,9 +184,12 @@ async function main(): Promise<void> {
         rows.push({ label, rate: pooled.rps, cpu, pooled });
       }
     }
+    const loadCpu = process.cpuUsage(loadStart.cpu);
+    const loadCores = (loadCpu.user + loadCpu.system) / 1000 / (performance.now() - loadStart.at);
     const first = rows[0]!;
     table(
-      `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}, upstream over ${options.https ? "https" : "http"}: ${options.rounds} interleaved rounds of ${options.seconds} s`,
+      `${options.stream ? "Streaming" : "Non-streaming"} chat completions at c=${options.concurrency}, upstream over ${options.https ? "https" : "http"}: ${options.rounds} interleaved rounds of ${options.seconds} s` +
+        (place ? `; each proxy on ${options.pin} core${options.pin === 1 ? "" : "s"} of its own, the load generator on cores ${place.load} used ${f(loadCores)} cores` : ""),
       ["target", options.stream ? "streams/s" : "req/s", "× first", "CPU µs/req JS thread", "all threads", "JS thread × first", "p50 ms", "p90 ms", "p99 ms"],
       rows.map((row) => [
         row.label,

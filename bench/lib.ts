@@ -121,9 +121,9 @@ export async function waitReady(child: Child, path: string, okOnly: boolean, tim
 }
 
 /** The fake upstream on a free port, answering. */
-export async function startFakeUpstream(): Promise<Child> {
+export async function startFakeUpstream(pin: string[] = []): Promise<Child> {
   const port = freePort();
-  const upstream = spawnChild("fake upstream", [BUN, "test/fake-upstream/server.ts", "--port", String(port)], process.env, `http://127.0.0.1:${port}`);
+  const upstream = spawnChild("fake upstream", [...pin, BUN, "test/fake-upstream/server.ts", "--port", String(port)], process.env, `http://127.0.0.1:${port}`);
   await waitReady(upstream, "/v1/models", false);
   return upstream;
 }
@@ -151,9 +151,9 @@ export async function startHttpsUpstream(upstream: Child, dir: string): Promise<
 }
 
 /** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
-export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}): Promise<Child> {
+export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = []): Promise<Child> {
   const port = freePort();
-  const bare = spawnChild("bare proxy", [BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
+  const bare = spawnChild("bare proxy", [...pin, BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
   await waitReady(bare, "/v1/models", false);
   return bare;
 }

@@ -17,6 +17,7 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import { chatBody } from "./stream-client.ts";
+import { workerHoldsMode } from "../src/core/primary.ts";
 import {
   BUN,
   ROOT,
@@ -292,7 +293,7 @@ async function measureN(n: number, options: WorkersOptions, generator: Generator
       }
       if (gateway.proc.exitCode !== null || gateway.proc.signalCode !== null) log(`WARNING: workers=${n}: the gateway exited during the run:\n${gateway.output()}`);
       // The primary gives its workers SQLITE_HOLDS=shared unless the environment sets a mode; one process keeps its default.
-      const holds = options.postgres ? "postgres" : (process.env.SQLITE_HOLDS || (n > 1 ? "shared" : "process"));
+      const holds = options.postgres ? "postgres" : n > 1 ? workerHoldsMode(process.env) : process.env.SQLITE_HOLDS || "process";
       row = { workers: n, connections, holds, nonstream: nonstream.figures, stream: stream.figures, memoryMb: { idle: idleMb, loaded: treePssMb(gateway.proc.pid) } };
     } finally {
       // A graceful stop: each worker drains its requests and flushes its metering before it exits.
