@@ -165,6 +165,23 @@ export function formatAddress(bytes: Address): string {
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;
 }
 
+/**
+ * The key a client address is counted under by a per-address limit: an IPv4 address itself; an IPv6 address its
+ * network, the first `ipv6PrefixBits` bits as a CIDR (`2001:db8:0:100::/56`). One subscriber gets a /64 or a
+ * /56 and can send from any address in it, so counting IPv6 per address would let one client step around the
+ * limit; 128 counts each address.
+ */
+export function addressGroup(address: string, ipv6PrefixBits: number): string {
+  if (ipv6PrefixBits >= 128 || !address.includes(":")) return address;
+  const bytes = parseAddress(address);
+  if (bytes === undefined) return address;
+  for (let index = 0; index < 16; index++) {
+    const bits = ipv6PrefixBits - index * 8;
+    bytes[index]! &= bits >= 8 ? 0xff : bits <= 0 ? 0 : (0xff << (8 - bits)) & 0xff;
+  }
+  return `${formatAddress(bytes)}/${ipv6PrefixBits}`;
+}
+
 interface PeerSource {
   requestIP(request: Request): { address: string } | null;
 }

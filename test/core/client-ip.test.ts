@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import { TrustedProxies, forwardedClientIp, formatAddress, parseAddress } from "../../src/core/client-ip.ts";
+import { TrustedProxies, addressGroup, forwardedClientIp, formatAddress, parseAddress } from "../../src/core/client-ip.ts";
 
 const trusting = (...cidrs: string[]) => TrustedProxies.parse(cidrs);
 
@@ -72,5 +72,22 @@ describe("forwardedClientIp", () => {
     expect(forwardedClientIp("127.0.0.2", "8.8.8.8", trusted)).toBe("127.0.0.2");
     expect(forwardedClientIp("9.9.9.9", "8.8.8.8", trusting("0.0.0.0/0"))).toBe("8.8.8.8");
     expect(forwardedClientIp("2001:db8::1", "8.8.8.8", trusting("::/0"))).toBe("8.8.8.8");
+  });
+});
+
+describe("addressGroup", () => {
+  it("keeps an IPv4 address as it is and counts an IPv6 address with its network", () => {
+    expect(addressGroup("198.51.100.7", 56)).toBe("198.51.100.7");
+    expect(addressGroup("2001:db8:1:2ff:aaaa:bbbb:cccc:dddd", 56)).toBe("2001:db8:1:200::/56");
+    expect(addressGroup("2001:db8:1:2ff::1", 56)).toBe(addressGroup("2001:db8:1:200::ffff", 56));
+    expect(addressGroup("2001:db8:1:300::1", 56)).not.toBe(addressGroup("2001:db8:1:200::1", 56));
+    expect(addressGroup("2001:db8:1:2:3:4:5:6", 64)).toBe("2001:db8:1:2::/64");
+    expect(addressGroup("2001:db8:1:2:3:4:5:6", 60)).toBe("2001:db8:1::/60");
+    expect(addressGroup("2001:db8:1:2:3:4:5:6", 128)).toBe("2001:db8:1:2:3:4:5:6");
+  });
+
+  it("leaves what is not an address as it is", () => {
+    expect(addressGroup("unknown", 56)).toBe("unknown");
+    expect(addressGroup("not:an:address", 56)).toBe("not:an:address");
   });
 });

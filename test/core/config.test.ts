@@ -106,7 +106,7 @@ describe("the shipped plugins-config.yaml", () => {
     const positions = core.map((name) => enabled.indexOf(name));
     expect(positions.every((position) => position > 0)).toBe(true);
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
-    expect(config.plugins.find((plugin) => plugin.definition.name === "edge-rate-limit")!.config).toEqual({ requests_per_second: 60 });
+    expect(config.plugins.find((plugin) => plugin.definition.name === "edge-rate-limit")!.config).toEqual({ requests_per_second: 60, ipv6_prefix: 56 });
   });
 
   it('enables the sandbox from enabled: "${GATEWAY_SANDBOX:-false}" and takes numbers from strings', async () => {
@@ -116,7 +116,7 @@ describe("the shipped plugins-config.yaml", () => {
     expect(names(config).indexOf("sandbox")).toBeGreaterThan(names(config).indexOf("allowlist"));
     expect(names(config).indexOf("sandbox")).toBeLessThan(names(config).indexOf("metering"));
     expect(config.server.port).toBe(8080);
-    expect(config.plugins.find((plugin) => plugin.definition.name === "edge-rate-limit")!.config).toEqual({ requests_per_second: 0 });
+    expect(config.plugins.find((plugin) => plugin.definition.name === "edge-rate-limit")!.config).toEqual({ requests_per_second: 0, ipv6_prefix: 56 });
   });
 
   it("via GATEWAY_CONFIG: the same file loads as defaultConfigFile names it", async () => {

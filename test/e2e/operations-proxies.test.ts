@@ -114,12 +114,14 @@ describe("trusted proxies: the edge limit and the request lines use one client a
     expect(clients).toEqual(["127.0.0.1", "198.51.100.9", "127.0.0.1", "127.0.0.1"]);
   });
 
-  it("IPv6: a trusted ::1 peer forwards an IPv6 client", async () => {
+  it("IPv6: a trusted ::1 peer forwards an IPv6 client, counted with its /56 and logged as itself", async () => {
     const { gateway, lines } = await gatewayTrusting("::1", "::1");
     expect(gateway.url).toContain("[::1]");
-    const { statuses, clients } = await sendInOneWindow(gateway.url, ["2001:db8::1", "2001:DB8:0::1", "2001:db8::2", "2001:db8::1"], lines);
-    expect(statuses).toEqual([404, 404, 404, 429]);
-    expect(clients).toEqual(["2001:db8::1", "2001:db8::1", "2001:db8::2", "2001:db8::1"]);
+    // Three addresses of one /56 (a client stepping through its own network), then one of another network.
+    const forwarded = ["2001:db8::1", "2001:DB8:0::1", "2001:db8:0:ff::2", "2001:db8:0:100::1"];
+    const { statuses, clients } = await sendInOneWindow(gateway.url, forwarded, lines);
+    expect(statuses).toEqual([404, 404, 429, 404]);
+    expect(clients).toEqual(["2001:db8::1", "2001:db8::1", "2001:db8:0:ff::2", "2001:db8:0:100::1"]);
   });
 
   it("a dual-stack listener sees IPv4 peers as IPv4: 127.0.0.1 is trusted on ::", async () => {

@@ -2,6 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { RateLimitError } from "../../core/errors.ts";
 import { createSecondWindowCounter } from "../../core/window-counter.ts";
+import { addressGroup } from "../../core/client-ip.ts";
 import { createSharedEdgeCounter, serveEdgeCounts } from "./shared-counts.ts";
 
 /** What the plugin offers later ones (the metrics plugin counts its refusals). */
@@ -19,16 +20,22 @@ declare module "../../core/plugin.ts" {
 /**
  * Requests per second per client address on every endpoint, before anything else runs (fixed one-second
  * windows). The address is the gateway's client address: the socket peer, or behind a trusted proxy the
- * forwarded one (`server.trusted_proxies`). Several workers share one count, kept by the primary (shared-counts.ts).
+ * forwarded one (`server.trusted_proxies`); an IPv6 client counts with its network (`ipv6_prefix`). Several workers share one count, kept by the primary (shared-counts.ts).
  */
 export default definePlugin({
   name: "edge-rate-limit",
   configSchema: Type.Object({
     /** 0 turns the limit off. */
     requests_per_second: Type.Integer({ minimum: 0, default: 60 }),
+    /**
+     * The IPv6 addresses counted as one client: the first this many bits. 56 by default, as express-rate-limit
+     * (`ipv6Subnet`): a subscriber's network is a /56 or a /64. 128 counts each address.
+     */
+    ipv6_prefix: Type.Integer({ minimum: 32, maximum: 128, default: 56 }),
   }),
   setup(config, host) {
     const limit = config.requests_per_second;
+    const clientOf = (gateway: { clientIp(request: Request): string }, request: Request) => addressGroup(gateway.clientIp(request), config.ipv6_prefix);
     const withinLimit = createSecondWindowCounter(limit);
     const listeners: (() => void)[] = [];
     const refusal = () => {
@@ -65,12 +72,12 @@ export default definePlugin({
         if (limit === 0) return;
         if (shared === null) {
           app.onRequest(function edgeRateLimit({ request }) {
-            if (!withinLimit(gateway.clientIp(request))) throw refusal();
+            if (!withinLimit(clientOf(gateway, request))) throw refusal();
           });
           return;
         }
         app.onRequest(async function sharedEdgeRateLimit({ request }) {
-          const admitted = shared(gateway.clientIp(request));
+          const admitted = shared(clientOf(gateway, request));
           if (admitted === false || (admitted !== true && !(await admitted))) throw refusal();
         });
       },
