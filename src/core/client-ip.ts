@@ -165,6 +165,9 @@ export function formatAddress(bytes: Address): string {
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;
 }
 
+/** The IPv6 prefix a per-address limit counts by default (express-rate-limit's `ipv6Subnet` default). */
+export const IPV6_CLIENT_PREFIX = 56;
+
 /**
  * The key a client address is counted under by a per-address limit: an IPv4 address itself; an IPv6 address its
  * network, the first `ipv6PrefixBits` bits as a CIDR (`2001:db8:0:100::/56`). One subscriber gets a /64 or a

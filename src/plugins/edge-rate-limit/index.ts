@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { definePlugin } from "../../core/plugin.ts";
 import { RateLimitError } from "../../core/errors.ts";
 import { createSecondWindowCounter } from "../../core/window-counter.ts";
-import { addressGroup } from "../../core/client-ip.ts";
+import { IPV6_CLIENT_PREFIX, addressGroup } from "../../core/client-ip.ts";
 import { createSharedEdgeCounter, serveEdgeCounts } from "./shared-counts.ts";
 
 /** What the plugin offers later ones (the metrics plugin counts its refusals). */
@@ -31,7 +31,7 @@ export default definePlugin({
      * The IPv6 addresses counted as one client: the first this many bits. 56 by default, as express-rate-limit
      * (`ipv6Subnet`): a subscriber's network is a /56 or a /64. 128 counts each address.
      */
-    ipv6_prefix: Type.Integer({ minimum: 32, maximum: 128, default: 56 }),
+    ipv6_prefix: Type.Integer({ minimum: 32, maximum: 128, default: IPV6_CLIENT_PREFIX }),
   }),
   setup(config, host) {
     const limit = config.requests_per_second;

@@ -1,5 +1,6 @@
 import { ConflictError, GatewayError, InvalidRequestError, NotFoundError } from "../../../core/errors.ts";
 import { usdToNano } from "../../../core/money.ts";
+import { IPV6_CLIENT_PREFIX, addressGroup } from "../../../core/client-ip.ts";
 import { creditAccount } from "../../admin/credit.ts";
 import { ID_PATTERN } from "../../admin/schema.ts";
 import { checkPassword, checkRole, newUser, normalizeEmail } from "../../auth/users.ts";
@@ -92,7 +93,7 @@ export const adminPages: PageModule = (app, deps) => {
         }
         const ip = deps.gateway.clientIp(request);
         // Failures are counted per client address (a shared count would let anyone lock the operators out).
-        const failures = "admin-token:" + ip;
+        const failures = "admin-token:" + addressGroup(ip, IPV6_CLIENT_PREFIX);
         const wait = await deps.counters.admitSignIn("operators", ip, failures);
         if (wait > 0) {
           const minutes = Math.ceil(wait / 60);
