@@ -147,6 +147,30 @@ describe("budget holds in the workers' primary (SQLite, GATEWAY_WORKERS)", () =>
     expect(await a!.holdsOutstanding()).toEqual({ count: 1, amount: USD });
   });
 
+  it("a hold whose answer came too late is given back: the refused request leaves nothing held", async () => {
+    const path = tempDbPath();
+    const primary = inProcessPrimary(path);
+    primaries.push(primary);
+    // The primary holds the ask, but its answer is lost (the worker's 2 s wait ran out first).
+    const link = primary.link(0);
+    let answersLost = true;
+    const late: WorkerLink = {
+      ...link,
+      call: <T>(topic: string, payload: unknown) =>
+        topic === "storage.hold" && answersLost
+          ? link.call(topic, payload).then(() => Promise.reject<T>(new Error('primary "storage.hold": no answer within 2000 ms')))
+          : link.call<T>(topic, payload),
+    };
+    const repository = createSqliteRepository(path, { holds: "primary", primary: late, flushIntervalMs: 60_000, log: captureLog() });
+    opened.push(repository);
+    const { account, key } = await accountWithKey(repository);
+    await repository.addCredit({ accountId: account.id, amount: 10 * USD, kind: "card", reference: crypto.randomUUID() });
+    await expect(repository.reserve(request(account.id, key.id), () => 4 * USD)).rejects.toBeInstanceOf(UnavailableError);
+    answersLost = false;
+    expect(await repository.holdsOutstanding()).toEqual({ count: 0, amount: 0 });
+    expect(await available(repository, account.id, key.id)).toBe(10 * USD);
+  });
+
   it("answers 503 (UnavailableError) when the primary is gone, holding nothing", async () => {
     const path = tempDbPath();
     const gone: WorkerLink = {

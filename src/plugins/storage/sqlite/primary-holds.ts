@@ -252,7 +252,14 @@ export function createPrimaryReservations(link: WorkerLink) {
           if ("error" in answer) item.reject(primaryUnavailable(new Error(answer.error)));
           else item.resolve(answer);
         }),
-      (error) => batch.forEach((item) => item.reject(primaryUnavailable(error))),
+      (error) => {
+        // No answer in time: the primary may still hold these asks when it gets to them. The request ends refused,
+        // with nothing of it to settle, so forget them after the asks (the channel keeps the order). An extension's
+        // hold stays: its request goes on and settles, and its debit replaces the whole hold.
+        const first = batch.filter((item) => !item.ask.input.extension).map((item) => item.ask.input.id);
+        if (first.length > 0) tell(TOPIC_WRITTEN, first);
+        for (const item of batch) item.reject(primaryUnavailable(error));
+      },
     );
   }
 
