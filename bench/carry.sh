@@ -7,12 +7,15 @@
 #   repo.tar.xz    the committed tree (git archive HEAD; its commit in COMMIT) with node_modules:
 #                  the production dependencies plus autocannon (bench/lib.ts imports it), as package-lock.json
 #                  resolves them; not the Bun package (bin/bun.xz is it), TypeScript or type packages
+#   bin/redis-server  Redis (when installed here), with its libraries in lib/ as wrk's: for goal 4 of the
+#                  performance issue (rate limits counted in Redis) on the machine
 #   run-on-machine.sh
 #
 #   bash bench/carry.sh [OUT.tar]      # default .tmp/workers-bench-carry.tar
 #
 # On the machine: tar -xf workers-bench-carry.tar && bash gateway-bench/run-on-machine.sh
-# (it runs `bun bench/run.ts --workers 1,2,4,8`, then the same with `--stream-chunks 20`; then, on 8 cores or more,
+# (BENCH_GOAL4=1 runs only the rate-limit comparison, in memory against Redis, with each gateway on a core of its own;
+# otherwise it runs `bun bench/run.ts --workers 1,2,4,8`, then the same with `--stream-chunks 20`; then, on 8 cores or more,
 # the stream and c=1 ratios against the bare proxy with each proxy on a core of its own (`bench/compare.ts --pin 1`);
 # BENCH_ARGS replaces all of it with one bench/run.ts run, e.g. BENCH_ARGS="--workers 1,2 --quick").
 set -euo pipefail
@@ -91,6 +94,23 @@ LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/wrk" "$
 EOF
 chmod +x "$PKG/bin/wrk"
 
+# -- redis-server, the same way (optional: goal 4 is skipped on the machine without it) -----------------------
+if command -v redis-server >/dev/null; then
+  cp -L "$(command -v redis-server)" "$PKG/lib/redis-server"
+  ldd "$(command -v redis-server)" | awk '/=> \// { print $3 }' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+      *) cp -L "$lib" "$PKG/lib/" ;;
+    esac
+  done
+  cat > "$PKG/bin/redis-server" <<'EOF'
+#!/bin/sh
+here=$(cd "$(dirname "$0")/../lib" && pwd)
+LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/redis-server" "$@"
+EOF
+  chmod +x "$PKG/bin/redis-server"
+fi
+
 # -- the script that runs on the machine ----------------------------------------------------------------
 cat > "$PKG/run-on-machine.sh" <<'EOF'
 #!/usr/bin/env bash
@@ -105,6 +125,14 @@ export PATH="$HERE/bin:$PATH"
 DEST=${OUT:-$HERE}
 cd "$HERE/repo"
 echo "commit $(cat "$HERE/COMMIT"), bun $(bun --version), wrk: $(wrk -v 2>&1 | head -1), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+if [ -n "${BENCH_GOAL4:-}" ]; then
+  # Goal 4: the plugins' key (RPM/TPM and a key budget) counted in memory and in Redis (on the last core).
+  command -v redis-server >/dev/null || { echo "no redis-server packed"; exit 1; }
+  taskset -c "$(($(nproc) - 1))" redis-server --port 6379 --bind 127.0.0.1 --save "" --appendonly no --daemonize yes
+  sleep 0.5
+  bun bench/compare.ts . .::REDIS_URL=redis://127.0.0.1:6379 --key-limits --pin 1 --rounds "${ROUNDS:-3}" --seconds 3
+  exit 0
+fi
 if [ -n "${BENCH_ARGS:-}" ]; then
   # shellcheck disable=SC2086
   bun bench/run.ts $BENCH_ARGS

@@ -9,6 +9,7 @@
  *   bun bench/profile.ts --stream --model claude-sonnet-5-5   # a chat client on an Anthropic model (translated)
  *   bun bench/profile.ts --key-limits    # the key of the plugins case (RPM/TPM 10,000,000, key budget)
  *   REDIS_URL=redis://127.0.0.1:6379 bun bench/profile.ts --key-limits   # rate limits counted in Redis
+ *   bun bench/profile.ts --workers 2    # GATEWAY_WORKERS=2: the profile is the primary's (its CPU per request is printed)
  *
  * Starts the fake upstream and `bun --cpu-prof src/index.ts`, drives the load, stops the gateway (the profile is
  * written on exit) and prints the heaviest functions (self time), files and the gateway's own functions
@@ -23,6 +24,7 @@ import {
   ROOT,
   cannon,
   completedStreams,
+  cpuSeconds,
   startFakeUpstream,
   installCleanup,
   provisionKey,
@@ -57,7 +59,7 @@ function summarize(profile: CpuProfile, top: number): void {
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   // Start-up (module evaluation, plugin set-up) and shutdown are in the profile too: leave them out of the figures.
-  const lifecycle = new Set(["(module)", "startGateway", "setupPlugins", "loadConfig", "drainAndClose", "closePlugins", "shutdown"]);
+  const lifecycle = new Set(["(module)", "startGateway", "startPrimary", "setupPlugins", "loadConfig", "drainAndClose", "closePlugins", "shutdown"]);
   const startup = new Map<number, boolean>();
   const isStartup = (id: number): boolean => {
     let known = startup.get(id);
@@ -112,6 +114,11 @@ function summarize(profile: CpuProfile, top: number): void {
   print("inclusive time, gateway functions (src/)", inclusive);
 }
 
+/** The CPU the process has used so far (all its threads), ms. */
+function cpuMs(child: { proc: { pid: number } }): number {
+  return (cpuSeconds(child.proc.pid)?.all ?? 0) * 1000;
+}
+
 async function main() {
   installCleanup();
   const args = process.argv.slice(2);
@@ -127,6 +134,7 @@ async function main() {
   const words = Number(arg("--words") ?? 0);
   const chunkDelayMs = Number(arg("--chunk-delay") ?? 0);
   const model = arg("--model");
+  const workers = Number(arg("--workers") ?? 0);
   const body = (stream: boolean) => {
     const json = JSON.parse(chatBody({ stream, words, chunkDelayMs }));
     if (model) json.model = model;
@@ -135,11 +143,11 @@ async function main() {
   const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
   const profileDir = join(ROOT, "bench", "profiles");
   mkdirSync(profileDir, { recursive: true });
-  const name = `gateway-${stream ? "stream" : "nonstream"}-c${concurrency}.cpuprofile`;
+  const name = `gateway-${stream ? "stream" : "nonstream"}-c${concurrency}${workers ? `-primary-of-${workers}` : ""}.cpuprofile`;
   try {
     const upstream = await startFakeUpstream();
     // lib.ts gives every gateway REDIS_URL="" (memory): here a REDIS_URL of the environment is meant for the profile.
-    const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, { REDIS_URL: process.env.REDIS_URL ?? "" }, [
+    const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, { REDIS_URL: process.env.REDIS_URL ?? "", ...(workers ? { GATEWAY_WORKERS: String(workers) } : {}) }, [
       "--cpu-prof",
       `--cpu-prof-dir=${profileDir}`,
       `--cpu-prof-name=${name}`,
@@ -149,15 +157,20 @@ async function main() {
       keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {},
     );
     const target = { name: "gateway" as const, url: gateway.url, key };
-    console.error(`profiling the gateway: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
+    const cpuBefore = workers ? cpuMs(gateway) : 0;
+    let answered = 0;
+    console.error(`profiling the gateway${workers ? `'s primary (${workers} workers)` : ""}: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
     if (stream) {
       const run = await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
       const ok = completedStreams(run);
+      answered = ok;
       console.error(`  ${Math.round(ok / (run.elapsedMs / 1000))} streams/s, failed ${run.samples.length - ok}`);
     } else {
       const figures = await cannon(target, body(false), concurrency, durationMs);
+      answered = figures.rps * (durationMs / 1000);
       console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);
     }
+    if (workers) console.error(`  the primary's CPU: ${((1000 * (cpuMs(gateway) - cpuBefore)) / answered).toFixed(1)} µs per request`);
     await stopChild(gateway, 15_000); // SIGTERM: the gateway exits normally and the profile is written
     await stopChild(upstream);
     const path = join(profileDir, name);
