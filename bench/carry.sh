@@ -3,7 +3,7 @@
 #
 #   bin/bun.xz     this checkout's Bun binary (xz -9)
 #   bin/wrk        wrk (installed here with apt-get when missing), run through a wrapper that finds its
-#                  libraries in lib/ (those of `ldd wrk` that are not glibc's)
+#                  libraries in lib/ (those of `ldd wrk` that are not glibc's; lib.tar.xz, unpacked on the machine)
 #   repo.tar.xz    the committed tree (git archive HEAD; its commit in COMMIT) with node_modules:
 #                  the production dependencies plus autocannon (bench/lib.ts imports it), as package-lock.json
 #                  resolves them; not the Bun package (bin/bun.xz is it), TypeScript or type packages
@@ -111,6 +111,11 @@ EOF
   chmod +x "$PKG/bin/redis-server"
 fi
 
+# The libraries compressed (the device tool carries 64 MiB in all, the working tree included); run-on-machine.sh
+# unpacks them first.
+tar -cf - -C "$PKG" lib | xz -9 -T0 > "$PKG/lib.tar.xz"
+rm -rf "$PKG/lib"
+
 # -- the script that runs on the machine ----------------------------------------------------------------
 cat > "$PKG/run-on-machine.sh" <<'EOF'
 #!/usr/bin/env bash
@@ -118,6 +123,7 @@ cat > "$PKG/run-on-machine.sh" <<'EOF'
 # stdout, bench/results-workers.json of each run copied to $OUT (or this directory) as results-workers*.json.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+[ -d "$HERE/lib" ] || xz -d -c "$HERE/lib.tar.xz" | tar -xf - -C "$HERE"
 [ -x "$HERE/bin/bun" ] || xz -d -c "$HERE/bin/bun.xz" > "$HERE/bin/bun"
 [ -d "$HERE/repo" ] || xz -d -c "$HERE/repo.tar.xz" | tar -xf - -C "$HERE"
 chmod +x "$HERE/bin/bun"
