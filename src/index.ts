@@ -14,6 +14,7 @@ process.on("unhandledRejection", (reason) => {
 try {
   const config = await loadConfig(defaultConfigFile(process.env), process.env);
   const workers = workerCount(config.server);
+  if (config.server.workers === "auto") log.info("workers: one per available CPU", { workers });
   if (workers > 1 && workerIndex(process.env) === null) await runPrimary(workers, config);
   else await runGateway(config);
 } catch (error) {

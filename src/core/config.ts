@@ -65,7 +65,12 @@ export interface GatewayConfig {
   plugins: LoadedPlugin[];
 }
 
-/** How many worker processes `server.workers` asks for ("auto": the cores this process may use). */
+/**
+ * How many worker processes `server.workers` asks for. "auto": the CPUs this process may use. Bun's
+ * `availableParallelism()` counts the cores of its affinity and caps them by the CPU quota of the process's own
+ * cgroup, rounded down, at least 1 (a container limited to 2 CPUs on 16 cores: 2; Node's would say 16). A limit set
+ * only on a cgroup above it is not seen (pinned by test/e2e/workers-auto.test.ts).
+ */
 export function workerCount(server: ServerConfig): number {
   return server.workers === "auto" ? availableParallelism() : Number(server.workers);
 }
