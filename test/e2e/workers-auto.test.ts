@@ -18,28 +18,34 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 /** A new cgroup limited to `cpus` CPUs: the file a process joins it through, and its removal. */
 function cgroupWithQuota(cpus: number): { procs: string; remove(): void } | null {
   const name = `gateway-test-${process.pid}-${Date.now()}`;
-  const attempts: (() => string)[] = [
-    () => {
-      const path = join("/sys/fs/cgroup/cpu", name);
-      mkdirSync(path);
-      writeFileSync(join(path, "cpu.cfs_period_us"), "100000");
-      writeFileSync(join(path, "cpu.cfs_quota_us"), String(Math.round(cpus * 100_000)));
-      return path;
+  const quota = Math.round(cpus * 100_000);
+  const hierarchies: { path: string; usable(): boolean; limit(path: string): void }[] = [
+    {
+      path: join("/sys/fs/cgroup/cpu", name),
+      usable: () => true,
+      limit: (path) => {
+        writeFileSync(join(path, "cpu.cfs_period_us"), "100000");
+        writeFileSync(join(path, "cpu.cfs_quota_us"), String(quota));
+      },
     },
-    () => {
-      if (!readFileSync("/sys/fs/cgroup/cgroup.subtree_control", "utf8").split(/\s+/).includes("cpu")) throw new Error("no cpu controller");
-      const path = join("/sys/fs/cgroup", name);
-      mkdirSync(path);
-      writeFileSync(join(path, "cpu.max"), `${Math.round(cpus * 100_000)} 100000`);
-      return path;
+    {
+      path: join("/sys/fs/cgroup", name),
+      usable: () => readFileSync("/sys/fs/cgroup/cgroup.subtree_control", "utf8").split(/\s+/).includes("cpu"),
+      limit: (path) => writeFileSync(join(path, "cpu.max"), `${quota} 100000`),
     },
   ];
-  for (const attempt of attempts) {
+  for (const { path, usable, limit } of hierarchies) {
     try {
-      const path = attempt();
+      if (!usable()) continue;
+      mkdirSync(path);
+    } catch {
+      continue; // Not this hierarchy, or not allowed here.
+    }
+    try {
+      limit(path);
       return { procs: join(path, "cgroup.procs"), remove: () => rmdirSync(path) };
     } catch {
-      // Not this hierarchy, or not allowed here.
+      rmdirSync(path);
     }
   }
   return null;
