@@ -79,37 +79,29 @@ if ! command -v wrk >/dev/null; then
   echo "wrk is not installed: apt-get install -y wrk"
   DEBIAN_FRONTEND=noninteractive apt-get install -y wrk >/dev/null
 fi
-cp "$(command -v wrk)" "$PKG/lib/wrk"
-ldd "$(command -v wrk)" | awk '/=> \// { print $3 }' | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;; # glibc: on every machine, and must match its loader
-    *) cp -L "$lib" "$PKG/lib/" ;;
-  esac
-done
-cat > "$PKG/bin/wrk" <<'EOF'
-#!/bin/sh
-# wrk with the libraries packed beside it (libluajit, libssl, ... of the machine that packed it).
-here=$(cd "$(dirname "$0")/../lib" && pwd)
-LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/wrk" "$@"
-EOF
-chmod +x "$PKG/bin/wrk"
-
-# -- redis-server, the same way (optional: goal 4 is skipped on the machine without it) -----------------------
-if command -v redis-server >/dev/null; then
-  cp -L "$(command -v redis-server)" "$PKG/lib/redis-server"
-  ldd "$(command -v redis-server)" | awk '/=> \// { print $3 }' | while read -r lib; do
+# Packs the installed program `name` into lib/ with the libraries `ldd` names beyond glibc, and a wrapper in bin/
+# that runs it with them (libluajit, libssl, ... of the machine that packed it).
+pack_binary() {
+  local name=$1 path
+  path=$(command -v "$name")
+  cp -L "$path" "$PKG/lib/$name"
+  ldd "$path" | awk '/=> \// { print $3 }' | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;; # glibc: on every machine, and must match its loader
       *) cp -L "$lib" "$PKG/lib/" ;;
     esac
   done
-  cat > "$PKG/bin/redis-server" <<'EOF'
+  cat > "$PKG/bin/$name" <<EOF
 #!/bin/sh
-here=$(cd "$(dirname "$0")/../lib" && pwd)
-LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/redis-server" "$@"
+here=\$(cd "\$(dirname "\$0")/../lib" && pwd)
+LD_LIBRARY_PATH="\$here\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$here/$name" "\$@"
 EOF
-  chmod +x "$PKG/bin/redis-server"
-fi
+  chmod +x "$PKG/bin/$name"
+}
+pack_binary wrk
+
+# -- redis-server, the same way (optional: goal 4 is skipped on the machine without it) -----------------------
+if command -v redis-server >/dev/null; then pack_binary redis-server; fi
 
 # The libraries compressed (the device tool carries 64 MiB in all, the working tree included); run-on-machine.sh
 # unpacks them first.
