@@ -4,9 +4,10 @@ import { IPV6_CLIENT_PREFIX, addressGroup } from "../../core/client-ip.ts";
 export const SIGN_IN_WINDOW_MS = 15 * 60_000;
 
 /**
- * Sign-in attempts per client address (an IPv6 one with its /56, which one client can send from) and failed ones per email, in fixed 15-minute windows, in this
- * process (several instances each count their own: docs/dashboard.md). The maps are dropped whole at
- * each window's end, so a flood of addresses or emails cannot grow them past one window's traffic.
+ * Sign-in attempts per client address (an IPv6 one with its /56, which one client can send from) and failed ones
+ * per email, in fixed 15-minute windows, in this process (several instances each count their own:
+ * docs/dashboard.md). The maps are dropped whole at each window's end, so a flood of addresses or emails cannot
+ * grow them past one window's traffic.
  */
 export function createSignInLimits(limits: { per_ip: number; failures_per_email: number }, now: () => number) {
   let window = -1;
