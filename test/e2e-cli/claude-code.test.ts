@@ -35,13 +35,13 @@ afterAll(async () => {
   await g?.stop();
 });
 
-async function runClaude(model: string, prompt: string, key: string) {
+async function runClaude(model: string, prompt: string, key: string, gateway: CliGateway = g) {
   const home = tempDir("claude-home-");
   const work = tempDir("claude-work-");
   try {
     const args = ["-p", prompt, "--model", model, "--output-format", "json", "--allowedTools", "Bash", "--max-turns", "4"];
     const env = cliEnv(home.path, {
-      ANTHROPIC_BASE_URL: g.t.url,
+      ANTHROPIC_BASE_URL: gateway.t.url,
       ANTHROPIC_API_KEY: key,
       ANTHROPIC_SMALL_FAST_MODEL: SMALL_MODEL,
       ANTHROPIC_DEFAULT_HAIKU_MODEL: SMALL_MODEL,
@@ -105,52 +105,73 @@ describe.skipIf(!CLAUDE)("Claude Code CLI (claude -p) through the gateway, one B
   ];
   for (const { model, path, how } of cases) {
     it(`${model} (${how})`, async () => {
-      const { accountId, key } = await g.t.newAccountWithKey({ credit: 50 });
-      g.fake.reset();
-      const script = {
-        // With thinking on, Anthropic wants the tool-using turn to start with a (signed) thinking block.
-        thinking: "The user wants the marker command run.",
-        tool_calls: [{ name: "Bash", arguments: { command: COMMAND, description: "Print the gateway marker" } }],
-        after_tool_result: { text: FINAL },
-      };
-      const prompt = `Run the marker command. ${directive(script)}`;
-      const run = await runClaude(model, prompt, key);
-      console.log(`[e2e-cli] claude -p --model ${model}: exit ${run.code} in ${run.ms} ms`);
-      const result = resultOf(run.stdout);
-      if (run.code !== 0 || !result || result.is_error) throw new Error(`Claude Code failed on ${model}:\n${describeRun(run)}`);
-
-      expect(result.subtype).toBe("success");
-      expect(result.result).toBe(FINAL);
-
-      // The upstream saw: the prompt with the Bash tool declared; then the Bash output as the tool result.
-      const upstream = completionRequests(g.fake).filter((request) => request.body?.model === model);
-      expect(upstream.every((request) => request.path.split("?")[0] === path)).toBe(true);
-      expect(upstream.length).toBeGreaterThanOrEqual(2);
-      expect(declaredTools(upstream[0]!.body)).toContain("Bash");
-      expect(toolResultIn(upstream[0]!.body)).toBeNull();
-      expect(prompt).not.toContain(MARKER);
-      const answered = upstream.map((request) => toolResultIn(request.body)).find((found) => found !== null);
-      expect(answered).toBeDefined();
-      expect(answered!.output).toContain(MARKER);
-      expect(answered!.callId).toBe(answered!.id);
-
-      // Billed: one generation record per upstream call, all charged, and the key's usage adds up.
-      const all = completionRequests(g.fake);
-      const { credits, rows } = await billing(g.t, key, accountId, all.length);
-      expect(rows.length).toBe(all.length);
-      expect(rows.filter((row) => row.model === model).length).toBe(upstream.length);
-      for (const row of rows) {
-        expect([model, SMALL_MODEL]).toContain(row.model);
-        expect(row.status).toBe("success");
-        expect(row.cost).toBeGreaterThan(0);
-        expect(row.prompt_tokens).toBeGreaterThan(0);
-      }
-      expect(credits.total_usage).toBeGreaterThan(0);
-      expect(credits.total_usage).toBeCloseTo(rows.reduce((sum, row) => sum + row.cost, 0), 6);
-      expect(credits.balance).toBeCloseTo(50 - credits.total_usage, 6);
+      await expectToolLoop(g, model, path);
     });
   }
 });
+
+describe.skipIf(!CLAUDE)("Claude Code CLI through GATEWAY_WORKERS=2 (a primary and two worker processes, SQLite)", () => {
+  let workers: CliGateway;
+  beforeAll(async () => {
+    workers = await startCliGateway({ workers: 2 });
+  }, 60_000);
+  afterAll(async () => {
+    await workers?.stop();
+  });
+  it("claude-sonnet-5-5 (relayed): the tool loop answers and bills exactly; no hold is left in the primary", async () => {
+    const { accountId } = await expectToolLoop(workers, "claude-sonnet-5-5", "/v1/messages");
+    const funds = await workers.t.admin("GET", `/admin/v1/accounts/${accountId}/funds`);
+    expect(funds.body.data.held).toBe(0);
+  });
+});
+
+/** One Bash tool loop of `claude -p` on `model` through `gateway`: the command ran, the answer came, every call billed. */
+async function expectToolLoop(gateway: CliGateway, model: string, path: string): Promise<{ accountId: string }> {
+  const { accountId, key } = await gateway.t.newAccountWithKey({ credit: 50 });
+  gateway.fake.reset();
+  const script = {
+    // With thinking on, Anthropic wants the tool-using turn to start with a (signed) thinking block.
+    thinking: "The user wants the marker command run.",
+    tool_calls: [{ name: "Bash", arguments: { command: COMMAND, description: "Print the gateway marker" } }],
+    after_tool_result: { text: FINAL },
+  };
+  const prompt = `Run the marker command. ${directive(script)}`;
+  const run = await runClaude(model, prompt, key, gateway);
+  console.log(`[e2e-cli] claude -p --model ${model}: exit ${run.code} in ${run.ms} ms`);
+  const result = resultOf(run.stdout);
+  if (run.code !== 0 || !result || result.is_error) throw new Error(`Claude Code failed on ${model}:\n${describeRun(run)}`);
+
+  expect(result.subtype).toBe("success");
+  expect(result.result).toBe(FINAL);
+
+  // The upstream saw: the prompt with the Bash tool declared; then the Bash output as the tool result.
+  const upstream = completionRequests(gateway.fake).filter((request) => request.body?.model === model);
+  expect(upstream.every((request) => request.path.split("?")[0] === path)).toBe(true);
+  expect(upstream.length).toBeGreaterThanOrEqual(2);
+  expect(declaredTools(upstream[0]!.body)).toContain("Bash");
+  expect(toolResultIn(upstream[0]!.body)).toBeNull();
+  expect(prompt).not.toContain(MARKER);
+  const answered = upstream.map((request) => toolResultIn(request.body)).find((found) => found !== null);
+  expect(answered).toBeDefined();
+  expect(answered!.output).toContain(MARKER);
+  expect(answered!.callId).toBe(answered!.id);
+
+  // Billed: one generation record per upstream call, all charged, and the key's usage adds up.
+  const all = completionRequests(gateway.fake);
+  const { credits, rows } = await billing(gateway.t, key, accountId, all.length);
+  expect(rows.length).toBe(all.length);
+  expect(rows.filter((row) => row.model === model).length).toBe(upstream.length);
+  for (const row of rows) {
+    expect([model, SMALL_MODEL]).toContain(row.model);
+    expect(row.status).toBe("success");
+    expect(row.cost).toBeGreaterThan(0);
+    expect(row.prompt_tokens).toBeGreaterThan(0);
+  }
+  expect(credits.total_usage).toBeGreaterThan(0);
+  expect(credits.total_usage).toBeCloseTo(rows.reduce((sum, row) => sum + row.cost, 0), 6);
+  expect(credits.balance).toBeCloseTo(50 - credits.total_usage, 6);
+  return { accountId };
+}
 
 /**
  * Claude Code 2.1 sends `role: "system"` turns inside `messages` (beta mid-conversation-system-2026-04-07).

@@ -6,7 +6,8 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { ADMIN_TOKEN, adminOf, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { spawnGatewayChild, untilReady, waitFor } from "../helpers/processes.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "../fake-upstream/server.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
@@ -22,25 +23,60 @@ export function cliBinary(name: "claude" | "codex"): string | null {
 /** `[[fake {json}]]`: the fake upstream's scenario directive. */
 export const directive = (d: unknown) => `[[fake ${JSON.stringify(d)}]]`;
 
+/** What the CLI tests use of a gateway: in this process (startTestGateway) or a process of its own with workers. */
+export type CliTarget = Pick<TestGateway, "url" | "admin" | "newAccountWithKey">;
+
 export interface CliGateway {
-  t: TestGateway;
+  t: CliTarget;
   fake: FakeUpstream;
   stop(): Promise<void>;
 }
 
-/** The gateway with every provider (OpenAI, Anthropic, DeepSeek, Gemini...) on one fake upstream. */
-export async function startCliGateway(): Promise<CliGateway> {
+/** Every provider's upstream on the fake: Anthropic and Gemini beside startTestGateway's OpenAI-format ones. */
+const upstreamsOn = (fake: FakeUpstream) => ({ ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "sk-ant-upstream", GEMINI_BASE_URL: fake.url, GEMINI_API_KEY: "gm-upstream" });
+
+/**
+ * The gateway with every provider (OpenAI, Anthropic, DeepSeek, Gemini...) on one fake upstream: in this process, or,
+ * with `workers`, `bun src/index.ts` with GATEWAY_WORKERS (a primary and its workers on the embedded SQLite default).
+ */
+export async function startCliGateway(options: { workers?: number } = {}): Promise<CliGateway> {
   const fake = await startFakeUpstream();
-  const t = await startTestGateway({
-    fake,
-    env: { ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: "sk-ant-upstream", GEMINI_BASE_URL: fake.url, GEMINI_API_KEY: "gm-upstream" },
-  });
+  if (options.workers) return startWorkersGateway(fake, options.workers);
+  const t = await startTestGateway({ fake, env: upstreamsOn(fake) });
   return {
     t,
     fake,
     async stop() {
       await t.stop();
       await fake.stop();
+    },
+  };
+}
+
+async function startWorkersGateway(fake: FakeUpstream, workers: number): Promise<CliGateway> {
+  const dataDir = mkdtempSync(join(tmpdir(), "gateway-cli-workers-"));
+  const child = spawnGatewayChild({
+    GATEWAY_WORKERS: String(workers),
+    DATABASE_URL: `sqlite:${join(dataDir, "gateway.db")}`,
+    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    GATEWAY_SANDBOX: "false",
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    OPENAI_API_KEY: "sk-upstream-openai",
+    DEEPSEEK_BASE_URL: `${fake.url}/v1`,
+    DEEPSEEK_API_KEY: "sk-upstream-deepseek",
+    ...upstreamsOn(fake),
+  });
+  await untilReady(child, 30_000, "the gateway's primary");
+  const listening = () => child.stdout.text().split("\n").filter((line) => line.includes('"worker listening"')).length;
+  await waitFor(() => listening() >= workers, 30_000, `${workers} workers listening`);
+  return {
+    t: { url: child.url, ...adminOf(child.url) },
+    fake,
+    async stop() {
+      child.child.kill("SIGTERM");
+      await child.child.exited;
+      await fake.stop();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
@@ -132,7 +168,7 @@ export interface Billing {
  * The key's /v1/credits and the account's request log, once `expectedRows` records are written
  * (metering commits in small batches, a few ms after the answer).
  */
-export async function billing(t: TestGateway, key: string, accountId: string, expectedRows: number): Promise<Billing> {
+export async function billing(t: CliTarget, key: string, accountId: string, expectedRows: number): Promise<Billing> {
   const deadline = Date.now() + 5000;
   for (;;) {
     const log = await t.admin("GET", `/admin/v1/accounts/${accountId}/requests?limit=200`);

@@ -56,8 +56,8 @@ function codexConfig(gatewayUrl: string, model: string): string {
   ].join("\n");
 }
 
-function runCodex(model: string, prompt: string, key: string): Promise<CliRun & { lastMessage: string | null }> {
-  return runCodexExec(CODEX!, codexConfig(g.t.url, model), prompt, key);
+function runCodex(model: string, prompt: string, key: string, gateway: CliGateway = g): Promise<CliRun & { lastMessage: string | null }> {
+  return runCodexExec(CODEX!, codexConfig(gateway.t.url, model), prompt, key);
 }
 
 interface DeclaredTool {
@@ -139,57 +139,78 @@ describe.skipIf(!CODEX)("Codex CLI (codex exec) through the gateway, one shell t
   ];
   for (const { model, path, how } of cases) {
     it(`${model} (${how})`, async () => {
-      const { accountId, key } = await g.t.newAccountWithKey({ credit: 50 });
-      g.fake.reset();
-
-      // 1. A plain turn; its upstream request shows the tools Codex declares for this model.
-      const plain = await runCodex(model, "Say hello.", key);
-      console.log(`[e2e-cli] codex exec (plain) -m ${model}: exit ${plain.code} in ${plain.ms} ms`);
-      expectSuccess(plain, model);
-      expect(plain.lastMessage).toBe(`Hello from ${model}.`);
-      const [first] = completionRequests(g.fake);
-      expect(first!.path.split("?")[0]).toBe(path);
-      if (path === "/v1/responses") expect(first!.body).toMatchObject({ model, stream: true, store: false });
-      const call = shellCall(declaredTools(first!.body));
-
-      // 2. The tool loop.
-      const before = completionRequests(g.fake).length;
-      const prompt = `Run the marker command. ${directive({ tool_calls: [call], after_tool_result: { text: FINAL } })}`;
-      const run = await runCodex(model, prompt, key);
-      console.log(`[e2e-cli] codex exec (tool loop, ${call.name}) -m ${model}: exit ${run.code} in ${run.ms} ms`);
-      expectSuccess(run, model);
-      expect(run.lastMessage).toBe(FINAL);
-      expect(run.stdout).toContain(FINAL);
-
-      const loop = completionRequests(g.fake).slice(before);
-      expect(loop.length).toBeGreaterThanOrEqual(2);
-      for (const request of loop) {
-        expect(request.path.split("?")[0]).toBe(path);
-        expect(request.body.model).toBe(model);
-      }
-      expect(toolOutputIn(loop[0]!.body, call.name)).toBeNull();
-      expect(prompt).not.toContain(MARKER);
-      const answered = loop.map((request) => toolOutputIn(request.body, call.name)).find((found) => found !== null);
-      expect(answered).toBeDefined();
-      expect(answered!.paired).toBe(true);
-      expect(answered!.output).toContain(MARKER);
-
-      // Billed: one generation record per upstream call, all charged, and the key's usage adds up.
-      const all = completionRequests(g.fake);
-      const { credits, rows } = await billing(g.t, key, accountId, all.length);
-      expect(rows.length).toBe(all.length);
-      for (const row of rows) {
-        expect(row.model).toBe(model);
-        expect(row.status).toBe("success");
-        expect(row.cost).toBeGreaterThan(0);
-        expect(row.prompt_tokens).toBeGreaterThan(0);
-      }
-      expect(credits.total_usage).toBeGreaterThan(0);
-      expect(credits.total_usage).toBeCloseTo(rows.reduce((sum, row) => sum + row.cost, 0), 6);
-      expect(credits.balance).toBeCloseTo(50 - credits.total_usage, 6);
+      await expectShellLoop(g, model, path);
     });
   }
 });
+
+describe.skipIf(!CODEX)("Codex CLI through GATEWAY_WORKERS=2 (a primary and two worker processes, SQLite)", () => {
+  let workers: CliGateway;
+  beforeAll(async () => {
+    workers = await startCliGateway({ workers: 2 });
+  }, 60_000);
+  afterAll(async () => {
+    await workers?.stop();
+  });
+  it("gpt-6-luna (Responses relayed): a plain turn and the tool loop answer and bill exactly; no hold is left in the primary", async () => {
+    const { accountId } = await expectShellLoop(workers, "gpt-6-luna", "/v1/responses");
+    const funds = await workers.t.admin("GET", `/admin/v1/accounts/${accountId}/funds`);
+    expect(funds.body.data.held).toBe(0);
+  });
+});
+
+/** A plain `codex exec` turn, then one shell tool loop, on `model` through `gateway`: answered, the command ran, every call billed. */
+async function expectShellLoop(gateway: CliGateway, model: string, path: string): Promise<{ accountId: string }> {
+  const { accountId, key } = await gateway.t.newAccountWithKey({ credit: 50 });
+  gateway.fake.reset();
+
+  // 1. A plain turn; its upstream request shows the tools Codex declares for this model.
+  const plain = await runCodex(model, "Say hello.", key, gateway);
+  console.log(`[e2e-cli] codex exec (plain) -m ${model}: exit ${plain.code} in ${plain.ms} ms`);
+  expectSuccess(plain, model);
+  expect(plain.lastMessage).toBe(`Hello from ${model}.`);
+  const [first] = completionRequests(gateway.fake);
+  expect(first!.path.split("?")[0]).toBe(path);
+  if (path === "/v1/responses") expect(first!.body).toMatchObject({ model, stream: true, store: false });
+  const call = shellCall(declaredTools(first!.body));
+
+  // 2. The tool loop.
+  const before = completionRequests(gateway.fake).length;
+  const prompt = `Run the marker command. ${directive({ tool_calls: [call], after_tool_result: { text: FINAL } })}`;
+  const run = await runCodex(model, prompt, key, gateway);
+  console.log(`[e2e-cli] codex exec (tool loop, ${call.name}) -m ${model}: exit ${run.code} in ${run.ms} ms`);
+  expectSuccess(run, model);
+  expect(run.lastMessage).toBe(FINAL);
+  expect(run.stdout).toContain(FINAL);
+
+  const loop = completionRequests(gateway.fake).slice(before);
+  expect(loop.length).toBeGreaterThanOrEqual(2);
+  for (const request of loop) {
+    expect(request.path.split("?")[0]).toBe(path);
+    expect(request.body.model).toBe(model);
+  }
+  expect(toolOutputIn(loop[0]!.body, call.name)).toBeNull();
+  expect(prompt).not.toContain(MARKER);
+  const answered = loop.map((request) => toolOutputIn(request.body, call.name)).find((found) => found !== null);
+  expect(answered).toBeDefined();
+  expect(answered!.paired).toBe(true);
+  expect(answered!.output).toContain(MARKER);
+
+  // Billed: one generation record per upstream call, all charged, and the key's usage adds up.
+  const all = completionRequests(gateway.fake);
+  const { credits, rows } = await billing(gateway.t, key, accountId, all.length);
+  expect(rows.length).toBe(all.length);
+  for (const row of rows) {
+    expect(row.model).toBe(model);
+    expect(row.status).toBe("success");
+    expect(row.cost).toBeGreaterThan(0);
+    expect(row.prompt_tokens).toBeGreaterThan(0);
+  }
+  expect(credits.total_usage).toBeGreaterThan(0);
+  expect(credits.total_usage).toBeCloseTo(rows.reduce((sum, row) => sum + row.cost, 0), 6);
+  expect(credits.balance).toBeCloseTo(50 - credits.total_usage, 6);
+  return { accountId };
+}
 
 describe.skipIf(!CODEX)("Codex's own request for an OpenAI model name, on translated routes", () => {
   it("declares its tools in an additional_tools input item, and the gateway translates them to Chat and Messages tools", async () => {

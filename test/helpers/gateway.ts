@@ -21,6 +21,34 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
+/** The admin API of the gateway at `url` (admin token ADMIN_TOKEN), in process or not. */
+export function adminOf(url: string): Pick<TestGateway, "admin" | "newAccountWithKey"> {
+  async function admin(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {
+    const response = await fetch(url + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+  }
+  return {
+    admin,
+    async newAccountWithKey({ credit = 10, kind = "card", key = {} } = {}) {
+      const account = await admin("POST", "/admin/v1/accounts", { name: "test account" });
+      if (account.status !== 201) throw new Error(`account: ${JSON.stringify(account.body)}`);
+      const accountId = account.body.data.id;
+      if (credit > 0) {
+        const credited = await admin("POST", `/admin/v1/accounts/${accountId}/credits`, { amount: credit, kind, reference: crypto.randomUUID() });
+        if (credited.status !== 201) throw new Error(`credit: ${JSON.stringify(credited.body)}`);
+      }
+      const created = await admin("POST", `/admin/v1/accounts/${accountId}/keys`, { name: "test key", ...key });
+      if (created.status !== 201) throw new Error(`key: ${JSON.stringify(created.body)}`);
+      return { accountId, keyId: created.body.data.id, key: created.body.data.key };
+    },
+  };
+}
+
 /** A gateway on a random port, a temporary SQLite file and the fake upstream behind every OpenAI-format provider. */
 export async function startTestGateway(
   options: { env?: Record<string, string>; fake?: FakeUpstream; now?: () => number; config?: string } = {},
@@ -46,34 +74,12 @@ export async function startTestGateway(
   const gateway = await startGateway({ env, port: 0, now: options.now, configFile: options.config, log: createLogger("test", { silent: true }) });
   const url = gateway.url;
 
-  async function admin(method: string, path: string, body?: unknown, token = ADMIN_TOKEN) {
-    const response = await fetch(url + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
-  }
-
   return {
     gateway,
     fake,
     url,
     dataDir,
-    admin,
-    async newAccountWithKey({ credit = 10, kind = "card", key = {} } = {}) {
-      const account = await admin("POST", "/admin/v1/accounts", { name: "test account" });
-      if (account.status !== 201) throw new Error(`account: ${JSON.stringify(account.body)}`);
-      const accountId = account.body.data.id;
-      if (credit > 0) {
-        const credited = await admin("POST", `/admin/v1/accounts/${accountId}/credits`, { amount: credit, kind, reference: crypto.randomUUID() });
-        if (credited.status !== 201) throw new Error(`credit: ${JSON.stringify(credited.body)}`);
-      }
-      const created = await admin("POST", `/admin/v1/accounts/${accountId}/keys`, { name: "test key", ...key });
-      if (created.status !== 201) throw new Error(`key: ${JSON.stringify(created.body)}`);
-      return { accountId, keyId: created.body.data.id, key: created.body.data.key };
-    },
+    ...adminOf(url),
     client: (key: string) => new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0 }),
     async stop() {
       await gateway.stop();
