@@ -2,6 +2,7 @@
  * Shared helpers of the agent-CLI end-to-end tests: the official Claude Code and Codex CLIs (devDependencies)
  * run offline against an in-process gateway whose providers all point at the fake upstream.
  */
+import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -203,4 +204,47 @@ export async function runCodexExec(codex: string, config: string, prompt: string
     home.remove();
     work.remove();
   }
+}
+
+/**
+ * Every upstream call of the run billed: one generation record each, a success with a cost and prompt tokens, on one
+ * of `models`; the key's usage is their sum and the balance what is left of `credit`.
+ */
+export async function expectBilledExactly(gateway: CliGateway, key: string, accountId: string, credit: number, models: string[]): Promise<Billing> {
+  const all = completionRequests(gateway.fake);
+  const billed = await billing(gateway.t, key, accountId, all.length);
+  const { credits, rows } = billed;
+  expect(rows.length).toBe(all.length);
+  for (const row of rows) {
+    expect(models).toContain(row.model);
+    expect(row.status).toBe("success");
+    expect(row.cost).toBeGreaterThan(0);
+    expect(row.prompt_tokens).toBeGreaterThan(0);
+  }
+  expect(credits.total_usage).toBeGreaterThan(0);
+  expect(credits.total_usage).toBeCloseTo(rows.reduce((sum, row) => sum + row.cost, 0), 6);
+  expect(credits.balance).toBeCloseTo(credit - credits.total_usage, 6);
+  return billed;
+}
+
+/**
+ * A describe block with a gateway of `workers` worker processes (GATEWAY_WORKERS) for its cases: `run` makes an account,
+ * drives the CLI through the gateway and returns the account, which must hold nothing afterwards (the holds live in
+ * the primary and are all released).
+ */
+export function describeThroughWorkers(skip: boolean, name: string, run: (gateway: CliGateway) => Promise<{ accountId: string }>, workers = 2): void {
+  describe.skipIf(skip)(`${name} through GATEWAY_WORKERS=${workers} (a primary and its worker processes, SQLite)`, () => {
+    let gateway: CliGateway;
+    beforeAll(async () => {
+      gateway = await startCliGateway({ workers });
+    }, 60_000);
+    afterAll(async () => {
+      await gateway?.stop();
+    });
+    it("answers and bills exactly as one process does; no hold is left in the primary", async () => {
+      const { accountId } = await run(gateway);
+      const funds = await gateway.t.admin("GET", `/admin/v1/accounts/${accountId}/funds`);
+      expect(funds.body.data.held).toBe(0);
+    });
+  });
 }

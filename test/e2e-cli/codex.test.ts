@@ -11,12 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  billing,
   cliBinary,
   cliEnv,
   completionRequests,
   describeRun,
+  describeThroughWorkers,
   directive,
+  expectBilledExactly,
   runCli,
   runCodexExec,
   startCliGateway,
@@ -144,20 +145,7 @@ describe.skipIf(!CODEX)("Codex CLI (codex exec) through the gateway, one shell t
   }
 });
 
-describe.skipIf(!CODEX)("Codex CLI through GATEWAY_WORKERS=2 (a primary and two worker processes, SQLite)", () => {
-  let workers: CliGateway;
-  beforeAll(async () => {
-    workers = await startCliGateway({ workers: 2 });
-  }, 60_000);
-  afterAll(async () => {
-    await workers?.stop();
-  });
-  it("gpt-6-luna (Responses relayed): a plain turn and the tool loop answer and bill exactly; no hold is left in the primary", async () => {
-    const { accountId } = await expectShellLoop(workers, "gpt-6-luna", "/v1/responses");
-    const funds = await workers.t.admin("GET", `/admin/v1/accounts/${accountId}/funds`);
-    expect(funds.body.data.held).toBe(0);
-  });
-});
+describeThroughWorkers(!CODEX, "Codex CLI, gpt-6-luna on Responses relayed,", (gateway) => expectShellLoop(gateway, "gpt-6-luna", "/v1/responses"));
 
 /** A plain `codex exec` turn, then one shell tool loop, on `model` through `gateway`: answered, the command ran, every call billed. */
 async function expectShellLoop(gateway: CliGateway, model: string, path: string): Promise<{ accountId: string }> {
@@ -197,18 +185,7 @@ async function expectShellLoop(gateway: CliGateway, model: string, path: string)
   expect(answered!.output).toContain(MARKER);
 
   // Billed: one generation record per upstream call, all charged, and the key's usage adds up.
-  const all = completionRequests(gateway.fake);
-  const { credits, rows } = await billing(gateway.t, key, accountId, all.length);
-  expect(rows.length).toBe(all.length);
-  for (const row of rows) {
-    expect(row.model).toBe(model);
-    expect(row.status).toBe("success");
-    expect(row.cost).toBeGreaterThan(0);
-    expect(row.prompt_tokens).toBeGreaterThan(0);
-  }
-  expect(credits.total_usage).toBeGreaterThan(0);
-  expect(credits.total_usage).toBeCloseTo(rows.reduce((sum, row) => sum + row.cost, 0), 6);
-  expect(credits.balance).toBeCloseTo(50 - credits.total_usage, 6);
+  await expectBilledExactly(gateway, key, accountId, 50, [model]);
   return { accountId };
 }
 
