@@ -130,17 +130,20 @@ beforeAll(async () => {
   fake = await startFakeUpstream();
 });
 
-// A process per storm, so each storm shows its own crash.
-beforeEach(async () => {
+async function startStormGateway(extra: Record<string, string> = {}): Promise<void> {
   gateway = await startGatewayProcess({
     GATEWAY_LOG: "silent",
     OPENAI_BASE_URL: `${fake.url}/v1`,
     OPENAI_API_KEY: "sk-storm-upstream",
     BUDGET_HEARTBEAT_MS: String(HEARTBEAT_MS),
     BUDGET_STALE_AFTER_MS: String(STALE_AFTER_MS),
+    ...extra,
   });
   url = new URL(gateway.url);
-});
+}
+
+// A process per storm, so each storm shows its own crash.
+beforeEach(() => startStormGateway());
 
 afterEach(async () => {
   await gateway?.stop();
@@ -287,20 +290,33 @@ describe("client abort storms against the gateway process", () => {
     await expectNoHoldLeft(accountId, key);
   });
 
-  it(`${STORM_SIZE} streams aborted at random points, ${CONCURRENCY} at once: up, all recorded, no hold left`, async () => {
-    const { accountId, key } = await gateway.newAccountWithKey(5);
-    const delays = abortDelays(STORM_SIZE, 2024, 4);
-    const attempts: Attempt[] = new Array(STORM_SIZE);
-    let next = 0;
-    const worker = async () => {
-      while (next < STORM_SIZE && gateway.alive()) {
-        const index = next++;
-        attempts[index] = await abortedRequest(url, key, stormBody("concurrent", index), delays[index]!);
-      }
-    };
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    await expectServing();
-    await expectRecorded("concurrent", accountId, attempts.filter(Boolean));
-    await expectNoHoldLeft(accountId, key);
-  });
+  it(`${STORM_SIZE} streams aborted at random points, ${CONCURRENCY} at once: up, all recorded, no hold left`, () => concurrentStorm("concurrent", STORM_SIZE, 2024));
 });
+
+describe("client abort storms against GATEWAY_WORKERS=2 (the budget holds in the primary)", () => {
+  beforeEach(async () => {
+    await gateway.stop();
+    await startStormGateway({ GATEWAY_WORKERS: "2" });
+  });
+
+  it(`400 streams aborted at random points, ${CONCURRENCY} at once, over both workers: up, all recorded, no hold left in the primary`, () =>
+    concurrentStorm("workers", 400, 2026));
+});
+
+/** `size` streams aborted at random points, CONCURRENCY at once, each on a connection of its own (so over every worker). */
+async function concurrentStorm(phase: string, size: number, seed: number): Promise<void> {
+  const { accountId, key } = await gateway.newAccountWithKey(5);
+  const delays = abortDelays(size, seed, 4);
+  const attempts: Attempt[] = new Array(size);
+  let next = 0;
+  const worker = async () => {
+    while (next < size && gateway.alive()) {
+      const index = next++;
+      attempts[index] = await abortedRequest(url, key, stormBody(phase, index), delays[index]!);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  await expectServing();
+  await expectRecorded(phase, accountId, attempts.filter(Boolean));
+  await expectNoHoldLeft(accountId, key);
+}
