@@ -1,13 +1,14 @@
 /**
  * Shared helpers of the agent-CLI end-to-end tests: the official Claude Code and Codex CLIs (devDependencies)
- * run offline against an in-process gateway whose providers all point at the fake upstream.
+ * run offline against a gateway whose providers all point at the fake upstream: in the test's process, or a process of
+ * its own with GATEWAY_WORKERS (`startCliGateway({ workers })`).
  */
 import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ADMIN_TOKEN, adminOf, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { ADMIN_TOKEN, UPSTREAM_KEYS, adminOf, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
 import { spawnGatewayChild, untilReady, waitFor } from "../helpers/processes.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "../fake-upstream/server.ts";
 
@@ -62,9 +63,9 @@ async function startWorkersGateway(fake: FakeUpstream, workers: number): Promise
     GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
     GATEWAY_SANDBOX: "false",
     OPENAI_BASE_URL: `${fake.url}/v1`,
-    OPENAI_API_KEY: "sk-upstream-openai",
+    OPENAI_API_KEY: UPSTREAM_KEYS.openai,
     DEEPSEEK_BASE_URL: `${fake.url}/v1`,
-    DEEPSEEK_API_KEY: "sk-upstream-deepseek",
+    DEEPSEEK_API_KEY: UPSTREAM_KEYS.deepseek,
     ...upstreamsOn(fake),
   });
   await untilReady(child, 30_000, "the gateway's primary");
