@@ -140,13 +140,13 @@ export function servePrimaryHolds(path: string, host: PrimaryHost): PrimaryPart 
     opened?.reservations.forgetWritten(ids);
   }
 
-  host.serve(TOPIC_HOLD, async (payload, from) => {
+  host.serve(TOPIC_HOLD, (payload, from) => {
     const reservations = open();
     const answers: HoldAnswer[] = [];
     for (const ask of payload as HoldAsk[]) {
       let funds: Funds | undefined;
       try {
-        const held = await reservations.reserve(ask.input, function holdIfItFits(seen) {
+        const held = reservations.reserveNow(ask.input, function holdIfItFits(seen) {
           funds = seen;
           return ask.amount <= seen.account && (seen.key === null || ask.amount <= seen.key) ? ask.amount : 0;
         });

@@ -405,6 +405,14 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
       }
       return batches.enqueue(input, decide);
     },
+    /** Process mode, at once: the amount held, or the refusal (or store failure, as a GatewayError) thrown. */
+    reserveNow(input: ReservationInput, decide: (funds: Funds) => number): number {
+      try {
+        return reserveOne(input, decide, processFunds.current(), holds, statements);
+      } catch (error) {
+        throw asRefusalOrBusy(error);
+      }
+    },
     /** What to add to the stored available funds of the account for what only this process knows. */
     availableShift(accountId: string): number {
       return holds.accountShift(accountId);
