@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ADMIN_TOKEN, UPSTREAM_KEYS, adminOf, startTestGateway, type TestGateway } from "../helpers/gateway.ts";
+import { adminOf, startTestGateway, testGatewayEnv, type TestGateway } from "../helpers/gateway.ts";
 import { spawnGatewayChild, untilReady, waitFor } from "../helpers/processes.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "../fake-upstream/server.ts";
 
@@ -60,12 +60,7 @@ async function startWorkersGateway(fake: FakeUpstream, workers: number): Promise
   const child = spawnGatewayChild({
     GATEWAY_WORKERS: String(workers),
     DATABASE_URL: `sqlite:${join(dataDir, "gateway.db")}`,
-    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-    GATEWAY_SANDBOX: "false",
-    OPENAI_BASE_URL: `${fake.url}/v1`,
-    OPENAI_API_KEY: UPSTREAM_KEYS.openai,
-    DEEPSEEK_BASE_URL: `${fake.url}/v1`,
-    DEEPSEEK_API_KEY: UPSTREAM_KEYS.deepseek,
+    ...testGatewayEnv(fake),
     ...upstreamsOn(fake),
   });
   await untilReady(child, 30_000, "the gateway's primary");

@@ -49,6 +49,21 @@ export function adminOf(url: string): Pick<TestGateway, "admin" | "newAccountWit
   };
 }
 
+/** A test gateway's admin token, no sandbox, and the fake upstream behind every OpenAI-format provider (Mistral off). */
+export function testGatewayEnv(fake: FakeUpstream): Record<string, string> {
+  return {
+    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
+    GATEWAY_SANDBOX: "false",
+    OPENAI_BASE_URL: `${fake.url}/v1`,
+    OPENAI_API_KEY: UPSTREAM_KEYS.openai,
+    DEEPSEEK_BASE_URL: `${fake.url}/v1`,
+    DEEPSEEK_API_KEY: UPSTREAM_KEYS.deepseek,
+    XAI_BASE_URL: `${fake.url}/v1`,
+    XAI_API_KEY: UPSTREAM_KEYS.xai,
+    MISTRAL_API_KEY: "",
+  };
+}
+
 /** A gateway on a random port, a temporary SQLite file and the fake upstream behind every OpenAI-format provider. */
 export async function startTestGateway(
   options: { env?: Record<string, string>; fake?: FakeUpstream; now?: () => number; config?: string } = {},
@@ -60,15 +75,7 @@ export async function startTestGateway(
     HOST: "127.0.0.1",
     DATABASE_URL: `sqlite:${join(dataDir, "gateway.db")}`,
     EDGE_RATE_LIMIT_RPS: "0",
-    GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN,
-    GATEWAY_SANDBOX: "false",
-    OPENAI_BASE_URL: `${fake.url}/v1`,
-    OPENAI_API_KEY: UPSTREAM_KEYS.openai,
-    DEEPSEEK_BASE_URL: `${fake.url}/v1`,
-    DEEPSEEK_API_KEY: UPSTREAM_KEYS.deepseek,
-    XAI_BASE_URL: `${fake.url}/v1`,
-    XAI_API_KEY: UPSTREAM_KEYS.xai,
-    MISTRAL_API_KEY: "",
+    ...testGatewayEnv(fake),
     ...options.env,
   };
   const gateway = await startGateway({ env, port: 0, now: options.now, configFile: options.config, log: createLogger("test", { silent: true }) });
