@@ -20,7 +20,8 @@ declare module "../../core/plugin.ts" {
 /**
  * Requests per second per client address on every endpoint, before anything else runs (fixed one-second
  * windows). The address is the gateway's client address: the socket peer, or behind a trusted proxy the
- * forwarded one (`server.trusted_proxies`); an IPv6 client counts with its network (`ipv6_prefix`). Several workers share one count, kept by the primary (shared-counts.ts).
+ * forwarded one (`server.trusted_proxies`); an IPv6 client counts with its network (`ipv6_prefix`). Several workers
+ * share one count, kept by the primary (shared-counts.ts).
  */
 export default definePlugin({
   name: "edge-rate-limit",
@@ -35,7 +36,8 @@ export default definePlugin({
   }),
   setup(config, host) {
     const limit = config.requests_per_second;
-    const clientOf = (gateway: { clientIp(request: Request): string }, request: Request) => addressGroup(gateway.clientIp(request), config.ipv6_prefix);
+    const clientOf = (gateway: { clientIp(request: Request): string }, request: Request) =>
+      addressGroup(gateway.clientIp(request), config.ipv6_prefix);
     const withinLimit = createSecondWindowCounter(limit);
     const listeners: (() => void)[] = [];
     const refusal = () => {

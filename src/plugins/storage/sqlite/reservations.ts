@@ -392,27 +392,26 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   const holds = new HoldBook(pending, mode === "process");
   const processFunds = new ProcessFunds(statements, holds);
   const batches = new SharedBatches(client, statements, holds, busyTimeoutMs);
+  /** Process mode, at once: the amount held, or the refusal (or store failure, as a GatewayError) thrown. */
+  function reserveNow(input: ReservationInput, decide: (funds: Funds) => number): number {
+    try {
+      return reserveOne(input, decide, processFunds.current(), holds, statements);
+    } catch (error) {
+      throw asRefusalOrBusy(error);
+    }
+  }
 
   return {
     reserve(input: ReservationInput, decide: (funds: Funds) => number): Promise<number> {
       // Process mode: nothing to write, nothing to wait for; decided at once, in call order.
-      if (holds.inProcess) {
-        try {
-          return Promise.resolve(reserveOne(input, decide, processFunds.current(), holds, statements));
-        } catch (error) {
-          return Promise.reject(asRefusalOrBusy(error));
-        }
-      }
-      return batches.enqueue(input, decide);
-    },
-    /** Process mode, at once: the amount held, or the refusal (or store failure, as a GatewayError) thrown. */
-    reserveNow(input: ReservationInput, decide: (funds: Funds) => number): number {
+      if (!holds.inProcess) return batches.enqueue(input, decide);
       try {
-        return reserveOne(input, decide, processFunds.current(), holds, statements);
+        return Promise.resolve(reserveNow(input, decide));
       } catch (error) {
-        throw asRefusalOrBusy(error);
+        return Promise.reject(error);
       }
     },
+    reserveNow,
     /** What to add to the stored available funds of the account for what only this process knows. */
     availableShift(accountId: string): number {
       return holds.accountShift(accountId);
