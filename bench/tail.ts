@@ -7,12 +7,13 @@
  *   bun bench/tail.ts                          # non-streaming chat completions, 8 s
  *   bun bench/tail.ts --seconds 15 --stream
  *   bun bench/tail.ts --config /tmp/no-metering.yaml   # a copy of plugins-config.yaml (GATEWAY_CONFIG)
+ *   bun bench/tail.ts --bare                   # the bare proxy in the same harness: the floor of this machine
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chatBody } from "./stream-client.ts";
-import { installCleanup, provisionKey, startFakeUpstream, startGatewayProcess, stopAll } from "./lib.ts";
+import { UPSTREAM_KEY, installCleanup, provisionKey, startBareProxy, startFakeUpstream, startGatewayProcess, stopAll } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const arg = (name: string) => {
@@ -22,13 +23,16 @@ const arg = (name: string) => {
 const seconds = Number(arg("--seconds") ?? 8);
 const stream = args.includes("--stream");
 const config = arg("--config");
+const bare = args.includes("--bare");
 
 installCleanup();
 const dir = mkdtempSync(join(tmpdir(), "gateway-tail-"));
 try {
   const upstream = await startFakeUpstream();
-  const gateway = await startGatewayProcess("gateway", join(dir, "gateway.db"), upstream.url, config ? { GATEWAY_CONFIG: resolve(config) } : {});
-  const key = await provisionKey(gateway.url);
+  const gateway = bare
+    ? await startBareProxy(upstream.url)
+    : await startGatewayProcess("gateway", join(dir, "gateway.db"), upstream.url, config ? { GATEWAY_CONFIG: resolve(config) } : {});
+  const key = bare ? UPSTREAM_KEY : await provisionKey(gateway.url);
   const init = { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: chatBody({ stream }) };
   const url = `${gateway.url}/v1/chat/completions`;
   const send = async () => {
@@ -37,7 +41,7 @@ try {
     if (!response.ok) throw new Error(`gateway answered ${response.status}`);
   };
   for (let warm = performance.now() + 1000; performance.now() < warm; ) await send();
-  const before = await storeCommits(gateway.url);
+  const before = bare ? null : await storeCommits(gateway.url);
   const latencies: number[] = [];
   const started = performance.now();
   while (performance.now() - started < seconds * 1000) {
@@ -46,20 +50,20 @@ try {
     latencies.push(performance.now() - sent);
   }
   const elapsedS = (performance.now() - started) / 1000;
-  const after = await storeCommits(gateway.url);
+  const after = bare ? null : await storeCommits(gateway.url);
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(3);
   const over = (ms: number) => ((100 * latencies.filter((l) => l > ms).length) / latencies.length).toFixed(2);
-  const commits = after.count - before.count;
-  const committingS = after.sum - before.sum;
-  console.log(`${stream ? "streaming" : "non-streaming"} chat completions, c=1, ${elapsedS.toFixed(1)} s: ${latencies.length.toLocaleString("en-US")} requests`);
+  console.log(`${bare ? "bare proxy, " : ""}${stream ? "streaming" : "non-streaming"} chat completions, c=1, ${elapsedS.toFixed(1)} s: ${latencies.length.toLocaleString("en-US")} requests`);
   console.log(`  latency p50 ${at(0.5)}  p90 ${at(0.9)}  p99 ${at(0.99)}  p99.9 ${at(0.999)} ms; slower than 0.5 ms: ${over(0.5)}%, than 1 ms: ${over(1)}%`);
-  if (commits > 0) {
+  const commits = after && before ? after.count - before.count : 0;
+  const committingS = after && before ? after.sum - before.sum : 0;
+  if (after !== null && commits > 0) {
     console.log(
       `  group commits: ${commits} (${(commits / elapsedS).toFixed(1)}/s), ${((1000 * committingS) / commits).toFixed(2)} ms each on average, ` +
         `${((100 * committingS) / elapsedS).toFixed(1)}% of the run with the event loop in a commit; longest event-loop delay ${(after.lagMax * 1000).toFixed(2)} ms`,
     );
-  } else console.log("  group commits: none (metering off?)");
+  } else if (!bare) console.log("  group commits: none (metering off?)");
 } finally {
   await stopAll();
   rmSync(dir, { recursive: true, force: true });
