@@ -50,23 +50,32 @@ try {
     latencies.push(performance.now() - sent);
   }
   const elapsedS = (performance.now() - started) / 1000;
-  const after = bare ? null : await storeCommits(gateway.url);
+  const after = before === null ? null : await storeCommits(gateway.url);
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(3);
   const over = (ms: number) => ((100 * latencies.filter((l) => l > ms).length) / latencies.length).toFixed(2);
   console.log(`${bare ? "bare proxy, " : ""}${stream ? "streaming" : "non-streaming"} chat completions, c=1, ${elapsedS.toFixed(1)} s: ${latencies.length.toLocaleString("en-US")} requests`);
   console.log(`  latency p50 ${at(0.5)}  p90 ${at(0.9)}  p99 ${at(0.99)}  p99.9 ${at(0.999)} ms; slower than 0.5 ms: ${over(0.5)}%, than 1 ms: ${over(1)}%`);
-  const commits = after && before ? after.count - before.count : 0;
-  const committingS = after && before ? after.sum - before.sum : 0;
-  if (after !== null && commits > 0) {
-    console.log(
-      `  group commits: ${commits} (${(commits / elapsedS).toFixed(1)}/s), ${((1000 * committingS) / commits).toFixed(2)} ms each on average, ` +
-        `${((100 * committingS) / elapsedS).toFixed(1)}% of the run with the event loop in a commit; longest event-loop delay ${(after.lagMax * 1000).toFixed(2)} ms`,
-    );
-  } else if (!bare) console.log("  group commits: none (metering off?)");
+  if (before !== null && after !== null) reportCommits(before, after, elapsedS);
 } finally {
   await stopAll();
   rmSync(dir, { recursive: true, force: true });
+}
+
+type StoreCommits = Awaited<ReturnType<typeof storeCommits>>;
+
+/** How often the gateway committed over the run and what share of it the event loop spent in a commit. */
+function reportCommits(before: StoreCommits, after: StoreCommits, elapsedS: number): void {
+  const commits = after.count - before.count;
+  if (commits === 0) {
+    console.log("  group commits: none (metering off?)");
+    return;
+  }
+  const committingS = after.sum - before.sum;
+  console.log(
+    `  group commits: ${commits} (${(commits / elapsedS).toFixed(1)}/s), ${((1000 * committingS) / commits).toFixed(2)} ms each on average, ` +
+      `${((100 * committingS) / elapsedS).toFixed(1)}% of the run with the event loop in a commit; longest event-loop delay ${(after.lagMax * 1000).toFixed(2)} ms`,
+  );
 }
 
 /** The group commit's histogram count and sum (seconds) and the longest event-loop delay since the last scrape. */
