@@ -15,6 +15,8 @@
 #
 # On the machine: tar -xf workers-bench-carry.tar && bash gateway-bench/run-on-machine.sh
 # (BENCH_GOAL4=1 runs only the rate-limit comparison, in memory against Redis, with each gateway on a core of its own;
+# BENCH_GOAL3=1 only the c=1 tail and c=64 streams against the bare proxy, the gateway with and without the metering
+# thread (storage `sqlite_metering_thread`), each proxy on two cores of its own;
 # otherwise it runs `bun bench/run.ts --workers 1,2,4,8`, then the same with `--stream-chunks 20`; then, on 8 cores or more,
 # the stream and c=1 ratios against the bare proxy with each proxy on a core of its own (`bench/compare.ts --pin 1`);
 # BENCH_ARGS replaces all of it with one bench/run.ts run, e.g. BENCH_ARGS="--workers 1,2 --quick").
@@ -129,6 +131,14 @@ if [ -n "${BENCH_GOAL4:-}" ]; then
   taskset -c "$(($(nproc) - 1))" redis-server --port 6379 --bind 127.0.0.1 --save "" --appendonly no --daemonize yes
   sleep 0.5
   bun bench/compare.ts . .::REDIS_URL=redis://127.0.0.1:6379 --key-limits --pin 1 --rounds "${ROUNDS:-3}" --seconds 3
+  exit 0
+fi
+if [ -n "${BENCH_GOAL3:-}" ]; then
+  # Goal 3: the c=1 tail with the group commit on the event loop and on the metering thread (its own core: --pin 2).
+  for args in "--concurrency 1" "--stream --words 20"; do
+    # shellcheck disable=SC2086
+    bun bench/compare.ts . --bare .::SQLITE_METERING_THREAD=true --pin 2 --rounds "${ROUNDS:-4}" --seconds 3 $args
+  done
   exit 0
 fi
 if [ -n "${BENCH_ARGS:-}" ]; then

@@ -15,7 +15,7 @@ import { nanoToUsd, usdToNano } from "../../src/core/money.ts";
 
 const SEED = Number(process.env.MONEY_SEED ?? 20261126);
 /** Runs per store: SQLite process memory (the default) gets the most. */
-const RUNS: Record<StoreKind, number> = { "sqlite-process": 40, "sqlite-shared": 20, postgres: 20 };
+const RUNS: Record<StoreKind, number> = { "sqlite-process": 40, "sqlite-thread": 20, "sqlite-shared": 20, postgres: 20 };
 
 /** mulberry32: small, fast, good enough to draw test cases. */
 function random(seed: number) {

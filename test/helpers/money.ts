@@ -16,11 +16,13 @@ import { usdToNano } from "../../src/core/money.ts";
 export const POSTGRES_URL: string | undefined =
   process.env.POSTGRES_TEST_URL ?? (/^postgres(ql)?:\/\//i.test(process.env.DATABASE_URL ?? "") ? process.env.DATABASE_URL : undefined);
 
-export type StoreKind = "sqlite-process" | "sqlite-shared" | "postgres";
+/** `sqlite-thread`: process holds, the group commit's transactions on the metering thread (storage `sqlite_metering_thread`). */
+export type StoreKind = "sqlite-process" | "sqlite-thread" | "sqlite-shared" | "postgres";
 
 /** The store kinds this machine can run: Postgres only with POSTGRES_TEST_URL (or a postgres:// DATABASE_URL). */
 export function storeKinds(): StoreKind[] {
-  return POSTGRES_URL ? ["sqlite-process", "sqlite-shared", "postgres"] : ["sqlite-process", "sqlite-shared"];
+  const sqlite: StoreKind[] = ["sqlite-process", "sqlite-thread", "sqlite-shared"];
+  return POSTGRES_URL ? [...sqlite, "postgres"] : sqlite;
 }
 
 /** An account's money as stored (nano-USD), after every queued generation was committed. */
@@ -92,7 +94,8 @@ function toStored(row: Record<string, unknown>, processHolds: boolean): StoredMo
 /** A gateway on `kind` with the fake upstream (shared when given) and the configuration's plans. */
 export async function startMoneyStore(kind: StoreKind, options: { fake?: FakeUpstream; env?: Record<string, string>; now?: () => number } = {}): Promise<MoneyStore> {
   if (kind === "postgres") return startPostgres(options);
-  const t = await startTestGateway({ fake: options.fake, now: options.now, env: { SQLITE_HOLDS: kind === "sqlite-shared" ? "shared" : "process", ...options.env } });
+  const env = { SQLITE_HOLDS: kind === "sqlite-shared" ? "shared" : "process", SQLITE_METERING_THREAD: String(kind === "sqlite-thread"), ...options.env };
+  const t = await startTestGateway({ fake: options.fake, now: options.now, env });
   const db = new Database(join(t.dataDir, "gateway.db"), { readonly: true });
   const account = db.query<Record<string, unknown>, [string]>(ACCOUNT_SQL + "?");
   const key = db.query<Record<string, unknown>, [string]>(KEY_SQL + "?");
@@ -101,7 +104,7 @@ export async function startMoneyStore(kind: StoreKind, options: { fake?: FakeUps
     kind,
     t,
     async stored(accountId) {
-      return toStored(account.get(accountId)!, kind === "sqlite-process");
+      return toStored(account.get(accountId)!, kind !== "sqlite-shared");
     },
     async storedKey(keyId) {
       const row = key.get(keyId)!;

@@ -48,8 +48,9 @@ export default definePlugin({
     if (holds === "primary" && host.workers === null) {
       throw new Error('storage.sqlite_holds "primary" is the mode of a gateway\'s workers (GATEWAY_WORKERS > 1), which set it; one process uses "process" or "shared"');
     }
-    const repository = createSqliteRepository(target.path, { ...options, holds, primary: holds === "primary" ? host.workers! : undefined });
-    host.log.info("storage open", { dialect: "sqlite", path: target.path, holds });
+    const meteringThread = config.sqlite_metering_thread === true && holds === "process";
+    const repository = createSqliteRepository(target.path, { ...options, holds, primary: holds === "primary" ? host.workers! : undefined, meteringThread });
+    host.log.info("storage open", { dialect: "sqlite", path: target.path, holds, ...(meteringThread ? { metering_thread: true } : {}) });
     return instance(repository);
   },
   /** With workers on SQLite: their budget holds, unless SQLITE_HOLDS says `shared` (sqlite/primary-holds.ts). */

@@ -22,6 +22,12 @@ export const storageConfigSchema = Type.Object(
      * sets it): in their primary's memory (sqlite/primary-holds.ts).
      */
     sqlite_holds: Type.Optional(Type.Union([Type.Literal("process"), Type.Literal("shared"), Type.Literal("primary")], { default: "process" })),
+    /**
+     * SQLite with `process` holds only: the group commit's transactions on a thread of their own, so that the event
+     * loop never runs one (sqlite/metering-thread.ts). Off by default: on two cores it measured no gain
+     * (docs/performance.md, "The c=1 tail").
+     */
+    sqlite_metering_thread: Type.Optional(Type.Boolean({ default: false })),
     /** Postgres only: connections in the pool, per gateway process (mind the server's max_connections). */
     pool_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, default: DEFAULT_POOL_SIZE })),
   },

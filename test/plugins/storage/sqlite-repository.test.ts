@@ -5,12 +5,14 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
 import { UnavailableError } from "../../../src/core/errors.ts";
 import { InsufficientFundsError } from "../../../src/plugins/storage/errors.ts";
-import type { Repository } from "../../../src/plugins/storage/repository.ts";
+import type { Funds, Repository } from "../../../src/plugins/storage/repository.ts";
 import {
   createSqliteRepository,
   type SqliteRepositoryOptions,
 } from "../../../src/plugins/storage/sqlite/repository.ts";
 import { DEFAULT_MIGRATIONS_FOLDER, openSqlite } from "../../../src/plugins/storage/sqlite/open.ts";
+import { startMeteringThread } from "../../../src/plugins/storage/sqlite/metering-thread.ts";
+import { spendBucketStart } from "../../../src/plugins/storage/shared/spend-buckets.ts";
 import { accountWithKey, captureLog, inProcessPrimary, makeGeneration, rawAll, rawGet, removeTempDirs, tempDbPath } from "./helpers.ts";
 import { repositoryContract } from "./repository-contract.ts";
 
@@ -34,6 +36,21 @@ repositoryContract({
     const path = tempDbPath();
     return {
       open: async (options) => createSqliteRepository(path, { ...options, holds: "process" }),
+      all: async (query, ...params) => rawAll(path, query, ...params),
+    };
+  },
+  cleanup: async () => removeTempDirs(),
+  concurrentInstances: false,
+  holdRows: false,
+});
+
+// The same with the group commit's transactions on the metering thread (storage `sqlite_metering_thread`).
+repositoryContract({
+  name: "sqlite, process holds, metering thread",
+  async fresh() {
+    const path = tempDbPath();
+    return {
+      open: async (options) => createSqliteRepository(path, { ...options, holds: "process", meteringThread: true }),
       all: async (query, ...params) => rawAll(path, query, ...params),
     };
   },
@@ -90,9 +107,9 @@ function ledgerSums(path: string, accountId: string) {
 }
 
 /** Runs the metering child until it confirmed `minFlushed` commits, then SIGKILLs it; returns the confirmed count. */
-async function meterThenKill(path: string, ids: string[], minFlushed: number, holds: "shared" | "process"): Promise<number> {
+async function meterThenKill(path: string, ids: string[], minFlushed: number, holds: "shared" | "process" | "process+thread"): Promise<number> {
   const child = Bun.spawn([process.execPath, `${import.meta.dir}/fixtures/kill-child.ts`, path, ...ids], {
-    env: { ...process.env, KILL_CHILD_HOLDS: holds },
+    env: { ...process.env, KILL_CHILD_HOLDS: holds === "shared" ? "shared" : "process", KILL_CHILD_THREAD: holds === "process+thread" ? "1" : "0" },
     stdout: "pipe",
     stderr: "inherit",
   });
@@ -115,6 +132,8 @@ async function meterThenKill(path: string, ids: string[], minFlushed: number, ho
 }
 
 afterAll(removeTempDirs);
+
+const USD = 1_000_000_000;
 
 describe("storage/sqlite repository", () => {
   it("creates the database file and its parent directory, in WAL mode", async () => {
@@ -150,7 +169,7 @@ describe("storage/sqlite repository", () => {
     expect(ledgerSums(path, account.id).debits).toBe(3_000);
   });
 
-  it("survives kill -9 mid-metering, with shared or process holds: totals match the ledger, whose debits are exactly the stored requests", async () => {
+  it("survives kill -9 mid-metering, with shared or process holds or the metering thread: totals match the ledger, whose debits are exactly the stored requests", async () => {
     const path = tempDbPath();
     const setup = createSqliteRepository(path, { log: captureLog() });
     const { account, key } = await accountWithKey(setup);
@@ -158,11 +177,12 @@ describe("storage/sqlite repository", () => {
     await setup.addCredit({ accountId: account.id, amount: 1_000_000_000_000, kind: "card", reference: "seed" });
     await setup.close();
 
-    // Three rounds on the same file, each child killed at a random point of its group-commit cycle: the
-    // first with shared holds (rows, deleted with their debits), the others with process holds (the default).
+    // Four rounds on the same file, each child killed at a random point of its group-commit cycle: shared holds
+    // (rows, deleted with their debits), process holds (the default) twice, then the transactions on the metering thread.
     let storedBefore = 0;
-    for (let round = 0; round < 3; round++) {
-      const flushed = await meterThenKill(path, [account.id, key.id, other.id], 10_000, round === 0 ? "shared" : "process");
+    const modes = ["shared", "process", "process", "process+thread"] as const;
+    for (let round = 0; round < modes.length; round++) {
+      const flushed = await meterThenKill(path, [account.id, key.id, other.id], 10_000, modes[round]!);
       const storedNow = rawGet<{ n: number }>(path, "select count(*) as n from generations").n;
       expect(storedNow).toBeGreaterThanOrEqual(storedBefore + flushed);
       console.log(`kill -9 round ${round + 1}: ${storedNow - storedBefore} generations stored, ${flushed} confirmed by flush before the kill`);
@@ -195,7 +215,6 @@ describe("storage/sqlite repository", () => {
   }, 60_000);
 
   it("a plan bought from the balance counts the holds in this process's memory and the debits still queued", async () => {
-    const USD = 1_000_000_000;
     const repository = openRepository(tempDbPath(), { holds: "process", flushIntervalMs: 60_000 });
     const { account, key } = await accountWithKey(repository);
     await repository.addCredit({ accountId: account.id, amount: 30 * USD, kind: "card", reference: "c" });
@@ -272,6 +291,101 @@ describe("storage/sqlite repository", () => {
     console.log(`group commit: ${Math.round(total / (elapsed / 1000))} generations/s (${total} in batches of ${batch}, random request ids)`);
     expect((await repository.accountTotals(account.id)).debits).toBe(Math.ceil(total / batch) * batch * 3_000);
   }, 60_000);
+});
+
+describe("storage/sqlite metering thread", () => {
+  const WEEK_START = Date.now() - 7 * 86_400_000;
+  const HOUR_START = Date.now() - 3_600_000;
+  /** A repository whose thread answers each batch 400 ms after its COMMIT, a batch committed, and its answer still to come. */
+  async function batchCommittedNotAnswered() {
+    const path = tempDbPath();
+    const repository = openRepository(path, { holds: "process", meteringThread: true, meteringThreadReplyDelayMs: 400, flushIntervalMs: 5 });
+    const { account, key } = await accountWithKey(repository, { limit: 10 * USD });
+    await repository.addCredit({ accountId: account.id, amount: 10 * USD, kind: "card", reference: "seed" });
+    const generation = makeGeneration(account.id, key.id, { inputCost: USD / 2, outputCost: USD / 2 });
+    repository.recordGeneration(generation);
+    // The account's funds and its weekly window read (and kept) while the batch is queued: a later read that finds it
+    // stored outdates them, and the decision reads them again.
+    const warm = {
+      id: "gen-" + crypto.randomUUID().replaceAll("-", ""),
+      accountId: account.id,
+      keyId: key.id,
+      keyLimited: false,
+      instanceId: "gw_test",
+      createdAt: Date.now(),
+      windows: { week: WEEK_START },
+    };
+    expect(await repository.reserve(warm, () => 0)).toBe(0);
+    const deadline = performance.now() + 5_000;
+    while (rawAll(path, "select id from generations where id = ?", generation.id).length === 0) {
+      if (performance.now() > deadline) throw new Error("the thread did not commit the batch");
+      await Bun.sleep(2);
+    }
+    return { repository, account, key, generation };
+  }
+
+  it("counts a batch once while it is committed but the thread has not answered yet: balance, key usage, usage, log, funds", async () => {
+    const { repository, account, key, generation } = await batchCommittedNotAnswered();
+    const today = new Date().toISOString().slice(0, 10);
+    const figures = async () => {
+      let seenFunds = null as Funds | null;
+      const held = await repository.reserve(
+        {
+          id: "gen-" + crypto.randomUUID().replaceAll("-", ""),
+          accountId: account.id,
+          keyId: key.id,
+          keyLimited: true,
+          instanceId: "gw_test",
+          createdAt: Date.now(),
+          // The hour's window first: its read (not kept yet) finds the batch stored, after the week's was kept.
+          windows: { hour: HOUR_START, week: WEEK_START },
+        },
+        (funds) => {
+          seenFunds = funds;
+          return 0;
+        },
+      );
+      expect(held).toBe(0);
+      return {
+        totals: await repository.accountTotals(account.id),
+        keyUsage: await repository.keyUsage(key.id),
+        usage: (await repository.usageByDay({ accountId: account.id, startDay: today, endDay: today })).map((row) => [row.requests, row.cost]),
+        log: (await repository.listGenerations(account.id, { limit: 10 })).map((g) => g.id),
+        funds: seenFunds,
+      };
+    };
+    const spent = { spent: USD, oldestAt: spendBucketStart(generation.createdAt) };
+    const expected = {
+      totals: { credits: 10 * USD, debits: USD, balance: 9 * USD, paidCredits: 10 * USD },
+      keyUsage: USD,
+      usage: [[1, USD]],
+      log: [generation.id],
+      funds: { account: 9 * USD, key: 9 * USD, windows: { hour: spent, week: spent } },
+    };
+    expect(await figures()).toEqual(expected); // the batch stored, its answer not yet in
+    await repository.flush();
+    expect(await figures()).toEqual(expected); // answered
+  });
+
+  it("counts the batch once in a plan bought from the balance while the thread has not answered yet", async () => {
+    const { repository, account } = await batchCommittedNotAnswered();
+    const bought = await repository.purchasePlan({
+      id: "pl_1", accountId: account.id, plan: "pro", funding: "balance", price: 8 * USD, bonus: 0,
+      startedAt: Date.now(), endsAt: Date.now() + 30 * 86_400_000, renewing: false,
+    });
+    expect(bought.balance).toBe(USD);
+    await repository.flush();
+    expect((await repository.accountTotals(account.id)).balance).toBe(USD);
+  });
+
+  it("is given up when it cannot open the file: a write is refused as lost and the repository writes on the event loop", async () => {
+    const log = captureLog();
+    const thread = startMeteringThread("/dev/null/no-such-dir/gateway.db", { busyTimeoutMs: 0, log });
+    await expect(thread.write([makeGeneration("acct_1", "key_1")])).rejects.toThrow("metering thread");
+    expect(thread.alive).toBe(false);
+    expect(log.lines.some((line) => line.level === "warn" && line.message.startsWith("metering thread"))).toBe(true);
+    await thread.stop();
+  });
 });
 
 describe("storage/sqlite migration 0005 (usage debits are the generations)", () => {

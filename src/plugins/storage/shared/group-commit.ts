@@ -21,9 +21,18 @@ export interface GroupCommitOptions {
   isBusy?(error: unknown): boolean;
   /** The dialect's "this row can never be written": such a row is set aside; every other failure is retried. */
   isPermanent(error: unknown): boolean;
+  /** Told of each batch written (not of rows set aside): its holds can go. */
+  onWritten?(batch: readonly Generation[]): void;
   flushIntervalMs: number;
   maxBatch: number;
   log: Logger;
+}
+
+/** The write being made: a read may find it stored before its writer says so (`settleWriting`). */
+interface Writing {
+  readonly batch: readonly Generation[];
+  readonly startedMono: number;
+  settled: boolean;
 }
 
 /** Runs `work`, then `done`; a failure (thrown or rejected) goes to `failed`. Synchronous while `work` is. */
@@ -51,7 +60,7 @@ function attempt(work: () => Step, done: () => void, failed: (error: unknown) =>
 // Long on purpose (issue 26): a closure factory of small named steps (none over ~25 lines) sharing one
 // mutable state (timers, in-flight write, failure count, recorded/settled counts); `onTimer` and
 // `onImmediate` go to the timers as they are, with no `this` to bind on the hot path.
-export function createGroupCommit({ pending, write, isPermanent, isBusy, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
+export function createGroupCommit({ pending, write, isPermanent, isBusy, onWritten, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
   let draining = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -62,6 +71,7 @@ export function createGroupCommit({ pending, write, isPermanent, isBusy, flushIn
   /** The write being made is a timer's (see GroupCommitOptions.write). */
   let background = false;
   let inFlight: Promise<void> | null = null;
+  let writing: Writing | null = null;
   // Monotonic counts: the queue is FIFO, so everything recorded before a flush is settled once
   // `settled` reaches the `recorded` the flush saw.
   let recorded = 0;
@@ -92,40 +102,54 @@ export function createGroupCommit({ pending, write, isPermanent, isBusy, flushIn
     settle(1);
   }
 
+  /** The batch written, settled once: by its write returning, or earlier by a read that found it stored. */
+  function written(of: Writing): void {
+    if (of.settled) return;
+    of.settled = true;
+    settle(of.batch.length);
+    try {
+      onWritten?.(of.batch);
+    } catch (error) {
+      log.error("after a metering write", { error: String(error) });
+    }
+    committed(of.startedMono, of.batch.length);
+  }
+
+  /** `write(batch)`, settled as written when it succeeds; `failed` decides what a failure means. */
+  function writeBatch(batch: readonly Generation[], failed: (error: unknown) => Step): Step {
+    const current: Writing = { batch, startedMono: performance.now(), settled: false };
+    writing = current;
+    return attempt(
+      () => write(batch, background),
+      () => {
+        if (writing === current) writing = null;
+        written(current);
+      },
+      (error) => {
+        if (writing === current) writing = null;
+        return failed(error);
+      },
+    );
+  }
+
   /** Writes the head of the queue (one batch); throws on a failure that may pass (the queue is kept). */
   function writeHead(): Step {
     const batch = pending.queue.slice(0, maxBatch);
     if (batch.length === 0) return;
-    const startedMono = performance.now();
-    return attempt(
-      () => write(batch, background),
-      () => {
-        settle(batch.length);
-        committed(startedMono, batch.length);
-      },
-      (error) => {
-        if (!isPermanent(error)) throw error;
-        // A poison row: write this batch one by one so only the bad rows are set aside.
-        return writeEach(batch, 0);
-      },
-    );
+    return writeBatch(batch, (error) => {
+      if (!isPermanent(error)) throw error;
+      // A poison row: write this batch one by one so only the bad rows are set aside.
+      return writeEach(batch, 0);
+    });
   }
 
   function writeEach(batch: readonly Generation[], from: number): Step {
     for (let i = from; i < batch.length; i++) {
       const g = batch[i]!;
-      const startedMono = performance.now();
-      const step = attempt(
-        () => write([g], background),
-        () => {
-          settle(1);
-          committed(startedMono, 1);
-        },
-        (rowError) => {
-          if (!isPermanent(rowError)) throw rowError;
-          deadLetter(g, rowError);
-        },
-      );
+      const step = writeBatch([g], (rowError) => {
+        if (!isPermanent(rowError)) throw rowError;
+        deadLetter(g, rowError);
+      });
       if (step instanceof Promise) return step.then(() => writeEach(batch, i + 1));
     }
   }
@@ -237,6 +261,16 @@ export function createGroupCommit({ pending, write, isPermanent, isBusy, flushIn
   }
 
   return {
+    /** The batch an asynchronous write is making (null when none): at most one at a time, a prefix of the queue. */
+    writing(): readonly Generation[] | null {
+      return writing === null || writing.settled ? null : writing.batch;
+    },
+
+    /** A read found the batch being written already stored (its transaction committed): settled now, once. */
+    settleWriting(): void {
+      if (writing !== null) written(writing);
+    },
+
     /** Tells `listener` of every write that settled rows: its duration (seconds) and row count. Returns its removal. */
     onCommit(listener: (seconds: number, rows: number) => void): () => void {
       commitListeners.push(listener);

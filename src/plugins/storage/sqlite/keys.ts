@@ -5,6 +5,7 @@ import { newApiKeyRow, toApiKey } from "../rows.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import { olderThan, pageLimit } from "../shared/cursor.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
+import type { StoredView } from "./repository.ts";
 import { isUniqueViolation } from "./errors.ts";
 import type { SqliteDb } from "./open.ts";
 import { accounts, apiKeys } from "./schema.ts";
@@ -17,7 +18,7 @@ const keyWithAccount = { ...getTableColumns(apiKeys), accountBlockedReason: acco
 const accountBlockOf = sql<string | null>`(select blocked_reason from accounts where accounts.id = ${apiKeys.accountId})`;
 
 /** API keys on SQLite; a key's usage adds its generations still queued for the group commit. */
-export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate: StoreGate): KeyStore {
+export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate: StoreGate, stored: StoredView): KeyStore {
   const withAccount = () => db.select(keyWithAccount).from(apiKeys).innerJoin(accounts, eq(accounts.id, apiKeys.accountId));
   const selectKeyByHash = withAccount().where(eq(apiKeys.keyHash, p("hash"))).prepare();
   const selectKeyById = withAccount().where(eq(apiKeys.id, p("id"))).prepare();
@@ -71,7 +72,7 @@ export function createSqliteKeys(db: SqliteDb, pending: PendingGenerations, gate
     },
 
     async keyUsage(keyId) {
-      return (selectKeyUsage.get({ id: keyId })?.usage ?? 0) + pending.keySpend(keyId);
+      return (stored(() => selectKeyUsage.get({ id: keyId }))?.usage ?? 0) + pending.keySpend(keyId);
     },
   };
 }

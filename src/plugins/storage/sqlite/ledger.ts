@@ -6,6 +6,7 @@ import { olderThan, pageLimit } from "../shared/cursor.ts";
 import type { StoreGate } from "../shared/gate.ts";
 import { newId } from "../shared/ids.ts";
 import type { PendingGenerations } from "../shared/pending.ts";
+import type { StoredView } from "./repository.ts";
 import type { SqliteDb } from "./open.ts";
 import { accounts, ledgerEntries } from "./schema.ts";
 
@@ -14,7 +15,7 @@ import { accounts, ledgerEntries } from "./schema.ts";
  * read from the account's maintained columns plus its debits still queued for the group commit.
  * `storedChanged` tells the reservations that stored funds moved.
  */
-export function createSqliteLedger(db: SqliteDb, pending: PendingGenerations, gate: StoreGate, storedChanged: () => void): LedgerStore {
+export function createSqliteLedger(db: SqliteDb, pending: PendingGenerations, gate: StoreGate, storedChanged: () => void, stored: StoredView): LedgerStore {
   const selectTotals = db
     .select({ credits: accounts.totalCreditsNano, debits: accounts.totalDebitsNano, paid: accounts.paidCreditsNano })
     .from(accounts)
@@ -22,7 +23,7 @@ export function createSqliteLedger(db: SqliteDb, pending: PendingGenerations, ga
     .prepare();
 
   function totalsOf(accountId: string): AccountTotals {
-    const row = selectTotals.get({ id: accountId });
+    const row = stored(() => selectTotals.get({ id: accountId }));
     const credits = row?.credits ?? 0;
     const debits = (row?.debits ?? 0) + pending.accountDebits(accountId);
     return { credits, debits, balance: credits - debits, paidCredits: row?.paid ?? 0 };

@@ -10,6 +10,7 @@ import { pageLimit } from "../shared/cursor.ts";
 import { generationsWhere, mergePage, queuedPage } from "../shared/page.ts";
 import type { SqliteDb } from "./open.ts";
 import { compileStatement } from "./statements.ts";
+import type { StoredView } from "./repository.ts";
 import { generations, usageDaily } from "./schema.ts";
 
 const p = sql.placeholder;
@@ -26,6 +27,7 @@ export function createSqliteMetering(
   commits: GroupCommit,
   gate: StoreGate,
   markSettled: (generation: SettledRequest) => void,
+  stored: StoredView,
 ): MeteringStore {
   const selectGenerationById = db
     .select()
@@ -40,7 +42,7 @@ export function createSqliteMetering(
     .limit(1)
     .prepare();
 
-  const usageByDay = createUsageReport(client, db, pending);
+  const usageByDay = createUsageReport(client, db, pending, stored);
 
   return {
     recordGeneration(generation) {
@@ -60,17 +62,17 @@ export function createSqliteMetering(
     async listGenerations(accountId, query) {
       const limit = pageLimit(query);
       if (limit === 0) return [];
-      // Reads and commits share the one JS thread: a generation is either queued or stored, never both.
-      const queued = queuedPage(pending, accountId, query);
-      const stored = db
-        .select()
-        .from(generations)
-        .where(generationsWhere(generations, accountId, query))
-        .orderBy(desc(generations.createdAt), desc(generations.id))
-        .limit(limit)
-        .all()
-        .map(generationFromRow);
-      return mergePage(stored, queued, limit);
+      // The stored page first: a batch found stored there is no longer queued (repository.ts, storedView).
+      const storedPage = stored(() =>
+        db
+          .select()
+          .from(generations)
+          .where(generationsWhere(generations, accountId, query))
+          .orderBy(desc(generations.createdAt), desc(generations.id))
+          .limit(limit)
+          .all(),
+      ).map(generationFromRow);
+      return mergePage(storedPage, queuedPage(pending, accountId, query), limit);
     },
 
     usageByDay,
@@ -82,7 +84,7 @@ export function createSqliteMetering(
 }
 
 /** The usage report: daily roll-ups of an account (or one key) plus its queued generations. */
-function createUsageReport(client: Database, db: SqliteDb, pending: PendingGenerations): MeteringStore["usageByDay"] {
+function createUsageReport(client: Database, db: SqliteDb, pending: PendingGenerations, stored: StoredView): MeteringStore["usageByDay"] {
   // The usage report reads thousands of grouped rows: a raw statement returns them as objects keyed by
   // the aliases, without drizzle's per-field mapping (which was most of the report's time: docs/performance.md).
   const usageQuery = (scope: "account" | "key") =>
@@ -117,7 +119,7 @@ function createUsageReport(client: Database, db: SqliteDb, pending: PendingGener
 
   return async function usageByDay({ accountId, keyId, startDay, endDay }) {
     const scope = { accountId, keyId, startDay, endDay };
-    const rows = (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope)) as UsageRow[];
+    const rows = stored(() => (keyId === undefined ? usageOfAccount.all(scope) : usageOfKey.all(scope))) as UsageRow[];
     return withPendingUsage(rows, pending.queue, scope);
   };
 }

@@ -14,6 +14,8 @@ export interface UnstoredFunds {
   availableShift(accountId: string): number;
   /** Debits queued for the group commit. */
   queuedDebits(accountId: string): number;
+  /** Runs a read of stored figures to which queued debits are added (repository.ts, StoredView). */
+  stored<T>(read: () => T): T;
 }
 
 /**
@@ -54,7 +56,7 @@ export function createSqlitePlans(client: Database, unstored: UnstoredFunds) {
 
   /** The purchase's writes, inside the caller's transaction; `subscriptionRef`: the subscription paying a card-funded cycle. */
   function buy(p: PlanPurchase, subscriptionRef: string | null): number {
-    const funds = { available: checkBuyable(p) + unstored.availableShift(p.accountId) };
+    const funds = { available: unstored.stored(() => checkBuyable(p)) + unstored.availableShift(p.accountId) };
     if (p.funding === "balance") {
       if (funds.available < p.price) {
         throw new InsufficientFundsError(

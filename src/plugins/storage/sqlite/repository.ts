@@ -1,8 +1,9 @@
+import type { Database } from "bun:sqlite";
 import { UnavailableError } from "../../../core/errors.ts";
 import { createLogger, type Logger } from "../../../core/log.ts";
 import type { Generation, Repository, StoreLifecycle } from "../repository.ts";
 import { StoreGate } from "../shared/gate.ts";
-import { createGroupCommit } from "../shared/group-commit.ts";
+import { createGroupCommit, type GroupCommit } from "../shared/group-commit.ts";
 import { PendingGenerations } from "../shared/pending.ts";
 import { createSqliteAccounts } from "./accounts.ts";
 import { startCheckpointer } from "./checkpointer.ts";
@@ -12,6 +13,7 @@ import { createSqliteKeys } from "./keys.ts";
 import { createSqliteLedger } from "./ledger.ts";
 import { createSqliteMetering } from "./metering.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
+import { startMeteringThread } from "./metering-thread.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createSqlitePayments } from "./payments.ts";
 import { createSqlitePlans, sqlitePlanStore } from "./plans.ts";
@@ -38,6 +40,13 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   primary?: WorkerLink;
   /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
   checkpointIntervalMs?: number;
+  /**
+   * The group commit's transactions on a thread of their own (metering-thread.ts), with `process` holds on a file only
+   * (default false: measured no gain on two cores, docs/performance.md).
+   */
+  meteringThread?: boolean;
+  /** Tests only: the metering thread waits this long between a batch's COMMIT and telling the event loop. */
+  meteringThreadReplyDelayMs?: number;
   log?: Logger;
 }
 
@@ -66,14 +75,27 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const pending = new PendingGenerations();
   const gate = new StoreGate();
 
-  const heldHere = holds === "primary" ? null : createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000);
+  const thread =
+    options.meteringThread && holds === "process" && !isInMemoryPath(path)
+      ? startMeteringThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, replyDelayMs: options.meteringThreadReplyDelayMs, log })
+      : null;
+  // Filled in below: the reservations read stored funds through it, and the group commit needs the reservations.
+  let commits: GroupCommit;
+  const stored = storedView(client, () => commits);
+
+  const heldHere = holds === "primary" ? null : createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000, stored);
   const heldInPrimary = heldHere ? null : createPrimaryReservations(options.primary!);
   const reservations: ReservationBook = heldHere ?? heldInPrimary!;
-  const plans = createSqlitePlans(client, { availableShift: reservations.availableShift, queuedDebits: (id) => pending.accountDebits(id) });
+  const plans = createSqlitePlans(client, {
+    availableShift: reservations.availableShift,
+    queuedDebits: (id) => pending.accountDebits(id),
+    stored,
+  });
   // Other processes write the file (workers, shared holds): a timer's commit that finds the lock taken fails at once
   // and is tried again a millisecond later, instead of SQLite's busy handler sleeping the event loop (1, 2, 5 ms …).
   const busyWaitOn = `PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 1000))}`;
-  function writeBatch(batch: readonly Generation[], background: boolean): void {
+  function writeBatch(batch: readonly Generation[], background: boolean): void | Promise<void> {
+    if (thread?.alive) return thread.write(batch);
     if (background && holds !== "process") {
       client.exec("PRAGMA busy_timeout = 0");
       try {
@@ -82,9 +104,17 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
         client.exec(busyWaitOn);
       }
     } else writer.write(batch);
-    reservations.forgetWritten(batch.map((g) => g.id));
   }
-  const commits = createGroupCommit({ pending, write: writeBatch, isPermanent, isBusy, flushIntervalMs, maxBatch, log });
+  commits = createGroupCommit({
+    pending,
+    write: writeBatch,
+    isPermanent,
+    isBusy,
+    onWritten: (batch) => reservations.forgetWritten(batch.map((g) => g.id)),
+    flushIntervalMs,
+    maxBatch,
+    log,
+  });
 
   const lifecycle: StoreLifecycle = {
     async ping() {
@@ -100,6 +130,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       if (gate.closed) return;
       gate.closed = true; // new writes are refused from here; reads keep working until the file closes
       await commits.stop();
+      await thread?.stop();
       await checkpointer?.stop();
       client.close();
       lock?.release();
@@ -110,9 +141,9 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
   return {
     ...createSqliteAccounts(db, gate),
-    ...createSqliteLedger(db, pending, gate, reservations.storedChanged),
-    ...createSqliteKeys(db, pending, gate),
-    ...createSqliteMetering(client, db, pending, commits, gate, reservations.markSettled),
+    ...createSqliteLedger(db, pending, gate, reservations.storedChanged, stored),
+    ...createSqliteKeys(db, pending, gate, stored),
+    ...createSqliteMetering(client, db, pending, commits, gate, reservations.markSettled, stored),
     ...sqliteReservationStore(reservations, gate),
     ...sqlitePlanStore(plans, gate, reservations.storedChanged, heldInPrimary?.holdForPurchase),
     ...(heldHere ? createSqliteInstances(heldHere, gate) : primaryHeldInstances(gate)),
@@ -121,5 +152,38 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     ...createSqliteSessions(db, gate),
     ...createSqlitePayments(client, gate, plans, reservations.storedChanged),
     ...lifecycle,
+  };
+}
+
+/** Runs a read of stored figures to which the caller adds the queued generations (see `storedView`). */
+export type StoredView = <T>(read: () => T) => T;
+
+/**
+ * Reads that add this process's queued generations to stored figures must not count a batch twice. A batch written
+ * on the event loop is settled in the same turn, so no read sees it both stored and queued. A batch written on the
+ * metering thread may commit at any moment: the read then runs in one snapshot with a probe of the batch's last row
+ * (a batch is all or nothing, and a prefix of the queue), and a batch found stored is settled there and then, before
+ * the caller adds what is still queued.
+ */
+function storedView(client: Database, commits: () => GroupCommit): StoredView {
+  const probe = client.prepare<{ stored: number }, [string]>("select exists(select 1 from generations where id = ?) as stored");
+  function settleIfStored(batch: readonly Generation[]): void {
+    if (probe.get(batch[batch.length - 1]!.id)?.stored === 1) commits().settleWriting();
+  }
+  return function stored<T>(read: () => T): T {
+    const batch = commits().writing();
+    if (batch === null) return read();
+    if (client.inTransaction) {
+      // The caller's transaction: its snapshot (a write transaction's is the newest, and holds the lock) for both.
+      settleIfStored(batch);
+      return read();
+    }
+    client.exec("BEGIN");
+    try {
+      settleIfStored(batch);
+      return read();
+    } finally {
+      client.exec("COMMIT");
+    }
   };
 }

@@ -5,6 +5,7 @@ import type { StoreGate } from "../shared/gate.ts";
 import { failClosed } from "./errors.ts";
 import { spendBucketStart } from "../shared/spend-buckets.ts";
 import { addTo } from "../shared/pending.ts";
+import type { StoredView } from "./repository.ts";
 
 /**
  * Budget reservations on SQLite. Available funds = credits − committed debits − every hold, where a
@@ -204,25 +205,42 @@ class StoredFunds {
   private readonly keys = new Map<string, number>();
   private readonly reserved = new Map<string, number>();
   private readonly spent = new Map<string, { spent: number; oldest: number | null }>();
+  /** A batch was written since these figures were read (`ProcessFunds.stale`): they no longer match what is queued. */
+  outdated = false;
 
   constructor(
     private readonly statements: Statements,
     private readonly holds: HoldBook,
+    private readonly stored: StoredView = readNow,
   ) {}
 
   account(accountId: string): number {
-    const stored = readOnce(this.accounts, accountId, () => this.statements.accountAvailable.get(accountId, accountId)?.available ?? 0);
+    const stored = this.readOnce(this.accounts, accountId, () => this.statements.accountAvailable.get(accountId, accountId)?.available ?? 0);
     return stored + this.holds.accountShift(accountId);
   }
   key(keyId: string): number {
-    return readOnce(this.keys, keyId, () => this.statements.keyAvailable.get(keyId, keyId)?.available ?? 0) + this.holds.keyShift(keyId);
+    return this.readOnce(this.keys, keyId, () => this.statements.keyAvailable.get(keyId, keyId)?.available ?? 0) + this.holds.keyShift(keyId);
   }
   reservedBy(accountId: string): number {
-    const stored = readOnce(this.reserved, accountId, () => this.statements.accountReserved.get(accountId)?.reserved ?? 0);
+    const stored = this.readOnce(this.reserved, accountId, () => this.statements.accountReserved.get(accountId)?.reserved ?? 0);
     return stored + (this.holds.heldByAccount.get(accountId) ?? 0);
   }
   spentSince(accountId: string, bucketStart: number): { spent: number; oldest: number | null } {
-    return readOnce(this.spent, accountId + "\u0000" + bucketStart, () => this.statements.windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null });
+    return this.readOnce(this.spent, accountId + "\u0000" + bucketStart, () => this.statements.windowSpend.get(accountId, bucketStart) ?? { spent: 0, oldest: null });
+  }
+
+  /**
+   * The cached figure, read (and kept) the first time. A read that settles the metering thread's batch (it found it
+   * stored) outdates the figures read before it, which count that batch as queued: the decision starts again.
+   */
+  private readOnce<V>(cache: Map<string, V>, key: string, read: () => V): V {
+    let value = cache.get(key);
+    if (value === undefined) {
+      value = this.stored(read);
+      if (this.outdated) throw new FundsMoved();
+      cache.set(key, value);
+    }
+    return value;
   }
   /** A hold just inserted in the table: what the stored figures would now say. */
   held(input: ReservationInput, amount: number): void {
@@ -247,18 +265,20 @@ class ProcessFunds {
   constructor(
     private readonly statements: Statements,
     private readonly holds: HoldBook,
+    private readonly stored: StoredView,
   ) {}
 
   current(): StoredFunds {
     const now = performance.now();
     if (this.funds === null || now >= this.until) {
-      this.funds = new StoredFunds(this.statements, this.holds);
+      this.funds = new StoredFunds(this.statements, this.holds, this.stored);
       this.until = now + STORED_FUNDS_TTL_MS;
     }
     return this.funds;
   }
 
   stale(): void {
+    if (this.funds !== null) this.funds.outdated = true;
     this.funds = null;
   }
 }
@@ -387,15 +407,27 @@ class SharedBatches {
   }
 }
 
-export function createSqliteReservations(client: Database, pending: PendingSettlements, mode: HoldsMode = "shared", busyTimeoutMs = 1000) {
+export function createSqliteReservations(
+  client: Database,
+  pending: PendingSettlements,
+  mode: HoldsMode = "shared",
+  busyTimeoutMs = 1000,
+  stored: StoredView = readNow,
+) {
   const statements = prepareStatements(client);
   const holds = new HoldBook(pending, mode === "process");
-  const processFunds = new ProcessFunds(statements, holds);
+  const processFunds = new ProcessFunds(statements, holds, stored);
   const batches = new SharedBatches(client, statements, holds, busyTimeoutMs);
   /** Process mode, at once: the amount held, or the refusal (or store failure, as a GatewayError) thrown. */
   function reserveNow(input: ReservationInput, decide: (funds: Funds) => number): number {
     try {
-      return reserveOne(input, decide, processFunds.current(), holds, statements);
+      try {
+        return reserveOne(input, decide, processFunds.current(), holds, statements);
+      } catch (error) {
+        if (!(error instanceof FundsMoved)) throw error;
+        // Once at most: the batch in flight is settled now, and no other starts before this turn ends.
+        return reserveOne(input, decide, processFunds.current(), holds, statements);
+      }
     } catch (error) {
       throw asRefusalOrBusy(error);
     }
@@ -472,15 +504,13 @@ export function createSqliteReservations(client: Database, pending: PendingSettl
   };
 }
 
-/** The cached value, read (and kept) the first time. */
-function readOnce<V>(cache: Map<string, V>, key: string, read: () => V): V {
-  let value = cache.get(key);
-  if (value === undefined) {
-    value = read();
-    cache.set(key, value);
-  }
-  return value;
+/** Stored figures read as they are: the metering batches are written on the event loop (repository.ts, StoredView). */
+function readNow<T>(read: () => T): T {
+  return read();
 }
+
+/** Figures read for a decision were outdated by a read that settled a metering batch: the decision starts again. */
+class FundsMoved extends Error {}
 
 export type SqliteReservations = ReturnType<typeof createSqliteReservations>;
 
