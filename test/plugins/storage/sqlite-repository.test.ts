@@ -299,7 +299,7 @@ describe("storage/sqlite metering thread", () => {
   /** A repository whose thread answers each batch 400 ms after its COMMIT, a batch committed, and its answer still to come. */
   async function batchCommittedNotAnswered() {
     const path = tempDbPath();
-    const repository = openRepository(path, { holds: "process", meteringThread: true, meteringThreadReplyDelayMs: 400, flushIntervalMs: 5 });
+    const repository = openRepository(path, { holds: "process", meteringThread: true, meteringThreadFaults: { replyDelayMs: 400 }, flushIntervalMs: 5 });
     const { account, key } = await accountWithKey(repository, { limit: 10 * USD });
     await repository.addCredit({ accountId: account.id, amount: 10 * USD, kind: "card", reference: "seed" });
     const generation = makeGeneration(account.id, key.id, { inputCost: USD / 2, outputCost: USD / 2 });
@@ -376,6 +376,27 @@ describe("storage/sqlite metering thread", () => {
     expect(bought.balance).toBe(USD);
     await repository.flush();
     expect((await repository.accountTotals(account.id)).balance).toBe(USD);
+  });
+
+  it("debits a batch once when the thread dies between its COMMIT and its reply: the event loop writes what is left, skipping stored rows", async () => {
+    const path = tempDbPath();
+    const log = captureLog();
+    const repository = openRepository(path, { holds: "process", meteringThread: true, meteringThreadFaults: { dieAfterCommit: true }, flushIntervalMs: 5, log });
+    const { account, key } = await accountWithKey(repository, { limit: 100 * USD });
+    await repository.addCredit({ accountId: account.id, amount: 100 * USD, kind: "card", reference: "seed" });
+    const first = Array.from({ length: 20 }, () => makeGeneration(account.id, key.id, { inputCost: USD / 4, outputCost: USD / 4 }));
+    for (const g of first) repository.recordGeneration(g);
+    await repository.flush(); // committed by the thread, which died; written again on the event loop, stored rows skipped
+    const second = Array.from({ length: 10 }, () => makeGeneration(account.id, key.id, { inputCost: USD / 4, outputCost: USD / 4 }));
+    for (const g of second) repository.recordGeneration(g);
+    await repository.flush();
+    expect(log.lines.some((line) => line.level === "warn" && line.message.startsWith("metering thread failed"))).toBe(true);
+    expect(rawGet<{ n: number; cost: number }>(path, "select count(*) as n, sum(total_cost_nano) as cost from generations")).toEqual({ n: 30, cost: 15 * USD });
+    expect(await repository.accountTotals(account.id)).toEqual({ credits: 100 * USD, debits: 15 * USD, balance: 85 * USD, paidCredits: 100 * USD });
+    expect(await repository.keyUsage(key.id)).toBe(15 * USD);
+    expect(rawGet(path, "select total_debits_nano as debits from accounts where id = ?", account.id)).toEqual({ debits: 15 * USD });
+    expect(rawGet(path, "select usage_nano as usage from api_keys where id = ?", key.id)).toEqual({ usage: 15 * USD });
+    expect(rawGet(path, "select sum(requests) as requests, sum(cost_nano) as cost from usage_daily")).toEqual({ requests: 30, cost: 15 * USD });
   });
 
   it("is given up when it cannot open the file: a write is refused as lost and the repository writes on the event loop", async () => {

@@ -1,14 +1,14 @@
 import type { Logger } from "../../../core/log.ts";
 import type { Generation } from "../repository.ts";
-import type { MeteringWorkerReply, MeteringWorkerRequest, WorkerError } from "./metering-worker.ts";
+import type { MeteringThreadFaults, MeteringWorkerReply, MeteringWorkerRequest, WorkerError } from "./metering-worker.ts";
 
 /** How long a stop waits for the thread to close its connection. */
 const STOP_TIMEOUT_MS = 5_000;
 
 export interface MeteringThreadOptions {
   busyTimeoutMs: number;
-  /** Tests only: the thread waits this long between a batch's COMMIT and its reply. */
-  replyDelayMs?: number;
+  /** Tests only: what the thread does between a batch's COMMIT and its reply. */
+  faults?: MeteringThreadFaults;
   log: Logger;
 }
 
@@ -66,7 +66,7 @@ export function startMeteringThread(path: string, options: MeteringThreadOptions
   };
   worker.onerror = (event) => lost("failed", event.message ?? event);
   worker.unref();
-  const start: MeteringWorkerRequest = { type: "start", options: { path, busyTimeoutMs: options.busyTimeoutMs, replyDelayMs: options.replyDelayMs ?? 0 } };
+  const start: MeteringWorkerRequest = { type: "start", options: { path, busyTimeoutMs: options.busyTimeoutMs, faults: options.faults ?? {} } };
   worker.postMessage(start);
 
   return {

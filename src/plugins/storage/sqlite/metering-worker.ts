@@ -8,11 +8,18 @@ import { openSqlite } from "./open.ts";
 
 declare const self: Worker;
 
+/** Tests only: what happens between a batch's COMMIT and its reply. */
+export interface MeteringThreadFaults {
+  /** The reply comes this much later: the window in which a read must find the batch stored. */
+  replyDelayMs?: number;
+  /** The thread dies instead of replying: the event loop must not write the batch's debits a second time. */
+  dieAfterCommit?: boolean;
+}
+
 export interface MeteringWorkerStart {
   path: string;
   busyTimeoutMs: number;
-  /** Tests: how long to wait between a batch's COMMIT and telling the event loop (the window a read must handle). */
-  replyDelayMs: number;
+  faults: MeteringThreadFaults;
 }
 
 /** The event loop's messages: open the file, then batches as JSON text (cheaper to send than cloned objects). */
@@ -34,7 +41,7 @@ export type MeteringWorkerReply =
 
 let writer: ReturnType<typeof createMeteringWriter> | null = null;
 let close: (() => void) | null = null;
-let replyDelayMs = 0;
+let faults: MeteringThreadFaults = {};
 
 function send(message: MeteringWorkerReply): void {
   self.postMessage(message);
@@ -54,7 +61,7 @@ function start(options: MeteringWorkerStart): void {
     const { client, db } = openSqlite(options.path, { busyTimeoutMs: options.busyTimeoutMs });
     writer = createMeteringWriter(db, client, { holdsInTable: false });
     close = () => client.close();
-    replyDelayMs = options.replyDelayMs;
+    faults = options.faults;
   } catch (error) {
     send({ type: "failed", error: asWorkerError(error) });
     return;
@@ -69,7 +76,8 @@ function write(seq: number, batch: string): void {
     send({ type: "refused", seq, error: asWorkerError(error) });
     return;
   }
-  if (replyDelayMs > 0) Bun.sleepSync(replyDelayMs);
+  if (faults.replyDelayMs) Bun.sleepSync(faults.replyDelayMs);
+  if (faults.dieAfterCommit) throw new Error("metering thread died after a COMMIT (test fault)");
   send({ type: "written", seq });
 }
 

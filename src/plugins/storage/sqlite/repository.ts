@@ -14,6 +14,7 @@ import { createSqliteLedger } from "./ledger.ts";
 import { createSqliteMetering } from "./metering.ts";
 import { createMeteringWriter } from "./metering-writer.ts";
 import { startMeteringThread } from "./metering-thread.ts";
+import type { MeteringThreadFaults } from "./metering-worker.ts";
 import { isInMemoryPath, openSqlite, type OpenSqliteOptions } from "./open.ts";
 import { createSqlitePayments } from "./payments.ts";
 import { createSqlitePlans, sqlitePlanStore } from "./plans.ts";
@@ -45,8 +46,8 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
    * (default false: measured no gain on two cores, docs/performance.md).
    */
   meteringThread?: boolean;
-  /** Tests only: the metering thread waits this long between a batch's COMMIT and telling the event loop. */
-  meteringThreadReplyDelayMs?: number;
+  /** Tests only: what the metering thread does between a batch's COMMIT and its reply. */
+  meteringThreadFaults?: MeteringThreadFaults;
   log?: Logger;
 }
 
@@ -77,7 +78,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
 
   const thread =
     options.meteringThread && holds === "process" && !isInMemoryPath(path)
-      ? startMeteringThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, replyDelayMs: options.meteringThreadReplyDelayMs, log })
+      ? startMeteringThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, faults: options.meteringThreadFaults, log })
       : null;
   // Filled in below: the reservations read stored funds through it, and the group commit needs the reservations.
   let commits: GroupCommit;
