@@ -1,3 +1,4 @@
+import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -58,6 +59,16 @@ async function startWorkers(workers: number, env: Record<string, string> = {}): 
     "every worker listening",
   );
   return gateway;
+}
+
+/** One row read straight from a stopped gateway's SQLite file. */
+function rawRow(path: string, query: string, ...params: string[]): any {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db.query(query).get(...params);
+  } finally {
+    db.close();
+  }
 }
 
 function lines(gateway: GatewayChild): any[] {
@@ -145,6 +156,21 @@ describe("GATEWAY_WORKERS=2 on the embedded SQLite default", () => {
   }, 40_000);
 
   it("refuses a key deleted through one worker on every worker at once, not after the auth cache's second", () => expectRevokedEverywhere(gateway), 30_000);
+
+  it("writes each worker's metering on a thread of its own with SQLITE_METERING_THREAD=true, never overspending, all of it written by a SIGTERM stop", async () => {
+    const path = join(dir, `${crypto.randomUUID()}.db`);
+    const threaded = await startWorkers(2, { SQLITE_METERING_THREAD: "true", DATABASE_URL: `sqlite:${path}` });
+    expect(lines(threaded).filter((line) => line.message === "storage open").map((line) => line.metering_thread)).toEqual([true, true]);
+    await expectNoOverspend(threaded);
+    const { accountId, key } = await newAccountWithKey(threaded.url, "5");
+    const answers = await Promise.all(Array.from({ length: 30 }, () => chatOnNewConnection(threaded.url, key)));
+    expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200));
+    threaded.child.kill("SIGTERM");
+    expect(await threaded.child.exited).toBe(0);
+    const stored = rawRow(path, "select count(*) as n, coalesce(sum(total_cost_nano), 0) as cost from generations where account_id = ?", accountId);
+    expect(stored.n).toBe(30);
+    expect(rawRow(path, "select total_debits_nano as debits from accounts where id = ?", accountId).debits).toBe(stored.cost);
+  }, 40_000);
 
   it("caps the output at what a small balance pays for, the hold fitting the balance exactly, whichever worker decides (holds in the primary)", async () => {
     const messages: Message[] = [{ role: "user", content: "no cap from me" }];

@@ -48,7 +48,7 @@ export default definePlugin({
     if (holds === "primary" && host.workers === null) {
       throw new Error('storage.sqlite_holds "primary" is the mode of a gateway\'s workers (GATEWAY_WORKERS > 1), which set it; one process uses "process" or "shared"');
     }
-    const meteringThread = config.sqlite_metering_thread === true && holds === "process";
+    const meteringThread = config.sqlite_metering_thread === true && holds !== "shared";
     const repository = createSqliteRepository(target.path, { ...options, holds, primary: holds === "primary" ? host.workers! : undefined, meteringThread });
     host.log.info("storage open", { dialect: "sqlite", path: target.path, holds, ...(meteringThread ? { metering_thread: true } : {}) });
     return instance(repository);

@@ -23,9 +23,9 @@ export const storageConfigSchema = Type.Object(
      */
     sqlite_holds: Type.Optional(Type.Union([Type.Literal("process"), Type.Literal("shared"), Type.Literal("primary")], { default: "process" })),
     /**
-     * SQLite with `process` holds only: the group commit's transactions on a thread of their own, so that the event
-     * loop never runs one (sqlite/metering-thread.ts). Off by default: on two cores it measured no gain
-     * (docs/performance.md, "The c=1 tail").
+     * SQLite with `process` or `primary` holds (not `shared`): the group commit's transactions on a thread of their
+     * own, so that the event loop never runs one (sqlite/metering-thread.ts). Off by default: on two cores it measured
+     * no gain (docs/performance.md, "The c=1 tail").
      */
     sqlite_metering_thread: Type.Optional(Type.Boolean({ default: false })),
     /** Postgres only: connections in the pool, per gateway process (mind the server's max_connections). */

@@ -82,6 +82,27 @@ repositoryContract({
   queuedDebitsSeen: false,
 });
 
+// The workers' primary again, each worker's transactions on its own metering thread.
+repositoryContract({
+  name: "sqlite, holds in the workers' primary, metering thread",
+  async fresh() {
+    const path = tempDbPath();
+    const primary = inProcessPrimary(path);
+    primaries.push(primary);
+    let workers = 0;
+    return {
+      open: async (options) => createSqliteRepository(path, { ...options, holds: "primary", primary: primary.link(workers++), meteringThread: true }),
+      all: async (query, ...params) => rawAll(path, query, ...params),
+    };
+  },
+  cleanup: async () => {
+    for (const primary of primaries.splice(0)) await primary.close();
+    removeTempDirs();
+  },
+  holdRows: false,
+  queuedDebitsSeen: false,
+});
+
 const open: Repository[] = [];
 
 function openRepository(path: string, options: SqliteRepositoryOptions = {}): Repository {

@@ -42,8 +42,9 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** WAL checkpoints on a thread of their own every this many ms (default 500); 0: the writer checkpoints itself. */
   checkpointIntervalMs?: number;
   /**
-   * The group commit's transactions on a thread of their own (metering-thread.ts), with `process` holds on a file only
-   * (default false: measured no gain on two cores, docs/performance.md).
+   * The group commit's transactions on a thread of their own (metering-thread.ts), on a file with `process` or `primary`
+   * holds (`shared` ones are rows the metering transaction deletes on the event loop's connection). Default false: it
+   * measured no gain on two cores (docs/performance.md).
    */
   meteringThread?: boolean;
   /** Tests only: what the metering thread does between a batch's COMMIT and its reply. */
@@ -77,7 +78,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const gate = new StoreGate();
 
   const thread =
-    options.meteringThread && holds === "process" && !isInMemoryPath(path)
+    options.meteringThread && holds !== "shared" && !isInMemoryPath(path)
       ? startMeteringThread(path, { busyTimeoutMs: options.busyTimeoutMs ?? 1000, faults: options.meteringThreadFaults, log })
       : null;
   // Filled in below: the reservations read stored funds through it, and the group commit needs the reservations.
