@@ -16,7 +16,7 @@
 # On the machine: tar -xf workers-bench-carry.tar && bash gateway-bench/run-on-machine.sh
 # (BENCH_GOAL4=1 runs only the rate-limit comparison, in memory against Redis, with each gateway on a core of its own;
 # BENCH_GOAL3=1 only the c=1 tail and c=64 streams against the bare proxy, the gateway with and without the metering
-# thread (storage `sqlite_metering_thread`), each proxy on two cores of its own;
+# thread (storage `sqlite_metering_thread`), each proxy on two cores of its own, then the workers' scaling with it;
 # otherwise it runs `bun bench/run.ts --workers 1,2,4,8`, then the same with `--stream-chunks 20`; then, on 8 cores or more,
 # the stream and c=1 ratios against the bare proxy with each proxy on a core of its own (`bench/compare.ts --pin 1`);
 # BENCH_ARGS replaces all of it with one bench/run.ts run, e.g. BENCH_ARGS="--workers 1,2 --quick").
@@ -139,6 +139,9 @@ if [ -n "${BENCH_GOAL3:-}" ]; then
     # shellcheck disable=SC2086
     bun bench/compare.ts . --bare .::SQLITE_METERING_THREAD=true --pin 2 --rounds "${ROUNDS:-4}" --seconds 3 $args
   done
+  # Goal 1 with each worker's group commit on its own thread (no worker's event loop waits for the file's write lock).
+  SQLITE_METERING_THREAD=true bun bench/run.ts --workers 1,2,4,8
+  cp bench/results-workers.json "$DEST/results-workers-thread.json"
   exit 0
 fi
 if [ -n "${BENCH_ARGS:-}" ]; then

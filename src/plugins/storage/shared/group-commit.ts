@@ -53,7 +53,8 @@ function attempt(work: () => Step, done: () => void, failed: (error: unknown) =>
  * has a large fixed part (SQLite: the WAL pages it dirties; Postgres: a round trip), so the interval sets
  * what a row costs. One write is in flight at a time; what is queued meanwhile goes in the next one. A
  * synchronous writer (SQLite) writes one transaction per turn of the event loop, so a backlog never
- * stalls it long; an asynchronous one (Postgres) drains the queue write after write. A failed write
+ * stalls it long; an asynchronous one (Postgres, the SQLite metering thread) writes whole batches one
+ * after the other and the rest at the next interval. A failed write
  * keeps the batch and retries with backoff; a row the schema refuses is logged whole and set aside so it
  * cannot block the rows behind it.
  */
@@ -188,8 +189,11 @@ export function createGroupCommit({ pending, write, isPermanent, isBusy, onWritt
     draining = true;
     try {
       await first;
-      while (!stopped && pending.size > 0) await writeOnce();
+      // Paced like the timer: at once only while a whole batch waits, the rest on the next interval, so that each
+      // transaction's fixed cost is shared by an interval's rows, as on the synchronous path.
+      while (!stopped && pending.size >= maxBatch) await writeOnce();
       resumed();
+      if (pending.size > 0) schedule(flushIntervalMs);
     } catch (error) {
       failed(error);
     } finally {
