@@ -7,7 +7,7 @@ import { captureLog, makeGeneration } from "./helpers.ts";
 const FLUSH_INTERVAL_MS = 5;
 
 /** Rows recorded every millisecond for `forMs` into a group commit: the start times of the commits, and every row committed once stopped. */
-async function commitsUnderSteadyLoad(forMs: number) {
+async function commitsUnderSteadyLoad(forMs: number, writeMs: number | null = null) {
   const pending = new PendingGenerations();
   const committed: Generation[] = [];
   const commitStarts: number[] = [];
@@ -15,7 +15,12 @@ async function commitsUnderSteadyLoad(forMs: number) {
     pending,
     write(batch) {
       commitStarts.push(performance.now());
-      committed.push(...batch);
+      if (writeMs === null) {
+        committed.push(...batch);
+        return;
+      }
+      // An asynchronous writer (Postgres, the SQLite metering thread): done a little later.
+      return Bun.sleep(writeMs).then(() => void committed.push(...batch));
     },
     isPermanent: () => false,
     flushIntervalMs: FLUSH_INTERVAL_MS,
@@ -39,6 +44,13 @@ describe("sqlite group commit", () => {
   it("commits every flush interval, every row once", async () => {
     const run = await commitsUnderSteadyLoad(300);
     expect(run.committed).toBe(run.recorded);
+    expect(run.medianGapMs).toBeLessThan(FLUSH_INTERVAL_MS * 3);
+  });
+
+  it("paces an asynchronous writer like the timer: one write an interval, not one after the other, every row once", async () => {
+    const run = await commitsUnderSteadyLoad(300, 1);
+    expect(run.committed).toBe(run.recorded);
+    expect(run.medianGapMs).toBeGreaterThanOrEqual(FLUSH_INTERVAL_MS);
     expect(run.medianGapMs).toBeLessThan(FLUSH_INTERVAL_MS * 3);
   });
 });
