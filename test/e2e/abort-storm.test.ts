@@ -303,6 +303,16 @@ describe("client abort storms against GATEWAY_WORKERS=2 (the budget holds in the
     concurrentStorm("workers", 400, 2026));
 });
 
+describe("client abort storms against the metering thread (SQLITE_METERING_THREAD=true)", () => {
+  beforeEach(async () => {
+    await gateway.stop();
+    await startStormGateway({ SQLITE_METERING_THREAD: "true" });
+  });
+
+  it(`400 streams aborted at random points, ${CONCURRENCY} at once, metered on the thread: up, all recorded, no hold left`, () =>
+    concurrentStorm("thread", 400, 2027));
+});
+
 /** `size` streams aborted at random points, CONCURRENCY at once, each on a connection of its own (so over every worker). */
 async function concurrentStorm(phase: string, size: number, seed: number): Promise<void> {
   const { accountId, key } = await gateway.newAccountWithKey(5);
