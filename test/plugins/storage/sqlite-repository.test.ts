@@ -29,79 +29,52 @@ repositoryContract({
   cleanup: async () => removeTempDirs(),
 });
 
-// The same with holds in this process's memory (the gateway's default; the file is locked to one process).
-repositoryContract({
-  name: "sqlite, process holds",
-  async fresh() {
-    const path = tempDbPath();
-    return {
-      open: async (options) => createSqliteRepository(path, { ...options, holds: "process" }),
-      all: async (query, ...params) => rawAll(path, query, ...params),
-    };
-  },
-  cleanup: async () => removeTempDirs(),
-  concurrentInstances: false,
-  holdRows: false,
-});
+/** The contract on a file with holds in this process's memory (the gateway's default; the file is locked to one process). */
+function processHoldsContract(name: string, options: SqliteRepositoryOptions): void {
+  repositoryContract({
+    name,
+    async fresh() {
+      const path = tempDbPath();
+      return {
+        open: async (open) => createSqliteRepository(path, { ...open, holds: "process", ...options }),
+        all: async (query, ...params) => rawAll(path, query, ...params),
+      };
+    },
+    cleanup: async () => removeTempDirs(),
+    concurrentInstances: false,
+    holdRows: false,
+  });
+}
 
-// The same with the group commit's transactions on the metering thread (storage `sqlite_metering_thread`).
-repositoryContract({
-  name: "sqlite, process holds, metering thread",
-  async fresh() {
-    const path = tempDbPath();
-    return {
-      open: async (options) => createSqliteRepository(path, { ...options, holds: "process", meteringThread: true }),
-      all: async (query, ...params) => rawAll(path, query, ...params),
-    };
-  },
-  cleanup: async () => removeTempDirs(),
-  concurrentInstances: false,
-  holdRows: false,
-});
-
-// The same with the holds of several workers in their primary's memory (GATEWAY_WORKERS on SQLite): each repository
-// opened is another worker of one primary.
+/** The contract with the holds of several workers in their primary's memory (GATEWAY_WORKERS on SQLite): each repository opened is another worker of one primary. */
 const primaries: ReturnType<typeof inProcessPrimary>[] = [];
-repositoryContract({
-  name: "sqlite, holds in the workers' primary",
-  async fresh() {
-    const path = tempDbPath();
-    const primary = inProcessPrimary(path);
-    primaries.push(primary);
-    let workers = 0;
-    return {
-      open: async (options) => createSqliteRepository(path, { ...options, holds: "primary", primary: primary.link(workers++) }),
-      all: async (query, ...params) => rawAll(path, query, ...params),
-    };
-  },
-  cleanup: async () => {
-    for (const primary of primaries.splice(0)) await primary.close();
-    removeTempDirs();
-  },
-  holdRows: false,
-  queuedDebitsSeen: false,
-});
+function workersContract(name: string, options: SqliteRepositoryOptions): void {
+  repositoryContract({
+    name,
+    async fresh() {
+      const path = tempDbPath();
+      const primary = inProcessPrimary(path);
+      primaries.push(primary);
+      let workers = 0;
+      return {
+        open: async (open) => createSqliteRepository(path, { ...open, holds: "primary", primary: primary.link(workers++), ...options }),
+        all: async (query, ...params) => rawAll(path, query, ...params),
+      };
+    },
+    cleanup: async () => {
+      for (const primary of primaries.splice(0)) await primary.close();
+      removeTempDirs();
+    },
+    holdRows: false,
+    queuedDebitsSeen: false,
+  });
+}
 
-// The workers' primary again, each worker's transactions on its own metering thread.
-repositoryContract({
-  name: "sqlite, holds in the workers' primary, metering thread",
-  async fresh() {
-    const path = tempDbPath();
-    const primary = inProcessPrimary(path);
-    primaries.push(primary);
-    let workers = 0;
-    return {
-      open: async (options) => createSqliteRepository(path, { ...options, holds: "primary", primary: primary.link(workers++), meteringThread: true }),
-      all: async (query, ...params) => rawAll(path, query, ...params),
-    };
-  },
-  cleanup: async () => {
-    for (const primary of primaries.splice(0)) await primary.close();
-    removeTempDirs();
-  },
-  holdRows: false,
-  queuedDebitsSeen: false,
-});
+processHoldsContract("sqlite, process holds", {});
+// The group commit's transactions on the metering thread (storage `sqlite_metering_thread`), in one process and in workers.
+processHoldsContract("sqlite, process holds, metering thread", { meteringThread: true });
+workersContract("sqlite, holds in the workers' primary", {});
+workersContract("sqlite, holds in the workers' primary, metering thread", { meteringThread: true });
 
 const open: Repository[] = [];
 
