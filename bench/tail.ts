@@ -8,6 +8,8 @@
  *   bun bench/tail.ts --seconds 15 --stream
  *   bun bench/tail.ts --config /tmp/no-metering.yaml   # a copy of plugins-config.yaml (GATEWAY_CONFIG)
  *   bun bench/tail.ts --bare                   # the bare proxy in the same harness: the floor of this machine
+ *
+ * With SQLITE_METERING_THREAD=true the commit histogram is the thread's write latency, not time on the event loop.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
