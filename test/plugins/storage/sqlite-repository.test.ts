@@ -361,6 +361,33 @@ describe("storage/sqlite metering thread", () => {
     expect(await figures()).toEqual(expected); // answered
   });
 
+  it("keeps every read exact while metering runs on the thread: totals, key usage and usage after each generation, for 1.5 s", async () => {
+    const path = tempDbPath();
+    const repository = openRepository(path, { holds: "process", meteringThread: true, flushIntervalMs: 1 });
+    const { account, key } = await accountWithKey(repository);
+    await repository.addCredit({ accountId: account.id, amount: 1_000 * USD, kind: "card", reference: "seed" });
+    const today = new Date().toISOString().slice(0, 10);
+    let spent = 0;
+    let count = 0;
+    const wrong: string[] = [];
+    for (const until = performance.now() + 1_500; performance.now() < until && wrong.length === 0; ) {
+      const cost = 1 + Math.floor(Math.random() * 1_000_000);
+      repository.recordGeneration(makeGeneration(account.id, key.id, { inputCost: cost, outputCost: 0 }));
+      spent += cost;
+      count += 1;
+      const totals = await repository.accountTotals(account.id);
+      const usage = await repository.usageByDay({ accountId: account.id, startDay: today, endDay: today });
+      const seen = { debits: totals.debits, key: await repository.keyUsage(key.id), usage: usage[0]?.cost, requests: usage[0]?.requests };
+      const expected = { debits: spent, key: spent, usage: spent, requests: count };
+      if (JSON.stringify(seen) !== JSON.stringify(expected)) wrong.push(`after ${count}: ${JSON.stringify(seen)} != ${JSON.stringify(expected)}`);
+      if (count % 8 === 0) await Bun.sleep(1); // let the timer send batches and the thread's replies in
+    }
+    expect(wrong).toEqual([]);
+    expect(count).toBeGreaterThan(200);
+    await repository.flush();
+    expect(rawGet<{ n: number; cost: number }>(path, "select count(*) as n, sum(total_cost_nano) as cost from generations")).toEqual({ n: count, cost: spent });
+  });
+
   it("counts the batch once in a plan bought from the balance while the thread has not answered yet", async () => {
     const { repository, account } = await batchCommittedNotAnswered();
     const bought = await repository.purchasePlan({
