@@ -361,7 +361,7 @@ describe("storage/sqlite metering thread", () => {
     expect(await figures()).toEqual(expected); // answered
   });
 
-  it("keeps every read exact while metering runs on the thread: totals, key usage and usage after each generation, for 1.5 s", async () => {
+  it("keeps every read exact while metering runs on the thread: totals, key usage, usage, funds and the log after each generation, for 1.5 s", async () => {
     const path = tempDbPath();
     const repository = openRepository(path, { holds: "process", meteringThread: true, flushIntervalMs: 1 });
     const { account, key } = await accountWithKey(repository);
@@ -377,8 +377,19 @@ describe("storage/sqlite metering thread", () => {
       count += 1;
       const totals = await repository.accountTotals(account.id);
       const usage = await repository.usageByDay({ accountId: account.id, startDay: today, endDay: today });
-      const seen = { debits: totals.debits, key: await repository.keyUsage(key.id), usage: usage[0]?.cost, requests: usage[0]?.requests };
-      const expected = { debits: spent, key: spent, usage: spent, requests: count };
+      let funds = Number.NaN;
+      const reservation = { id: "gen-" + crypto.randomUUID().replaceAll("-", ""), accountId: account.id, keyId: key.id, keyLimited: false, instanceId: "gw_test", createdAt: Date.now() };
+      await repository.reserve(reservation, (seenFunds) => ((funds = seenFunds.account), 0));
+      const page = await repository.listGenerations(account.id, { limit: 20 });
+      const seen = {
+        debits: totals.debits,
+        key: await repository.keyUsage(key.id),
+        usage: usage[0]?.cost,
+        requests: usage[0]?.requests,
+        funds,
+        pageUnique: new Set(page.map((g) => g.id)).size === page.length,
+      };
+      const expected = { debits: spent, key: spent, usage: spent, requests: count, funds: 1_000 * USD - spent, pageUnique: true };
       if (JSON.stringify(seen) !== JSON.stringify(expected)) wrong.push(`after ${count}: ${JSON.stringify(seen)} != ${JSON.stringify(expected)}`);
       if (count % 8 === 0) await Bun.sleep(1); // let the timer send batches and the thread's replies in
     }
