@@ -162,15 +162,19 @@ export interface Billing {
 }
 
 /**
- * The key's /v1/credits and the account's request log, once `expectedRows` records are written
- * (metering commits in small batches, a few ms after the answer).
+ * The key's /v1/credits and the account's request log, once `expectedRows` records are written and the two agree
+ * (metering commits in small batches, a few ms after the answer; with workers, the two reads may be answered by
+ * different workers, each of which sees the other's requests once committed). Past 5 s, what was last read.
  */
 export async function billing(t: CliTarget, key: string, accountId: string, expectedRows: number): Promise<Billing> {
   const deadline = Date.now() + 5000;
   for (;;) {
     const log = await t.admin("GET", `/admin/v1/accounts/${accountId}/requests?limit=200`);
     const credits = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } }).then((response) => response.json() as any);
-    if (log.body.data.length >= expectedRows || Date.now() > deadline) return { credits: credits.data, rows: log.body.data };
+    const rows: Billing["rows"] = log.body.data;
+    const logged = rows.reduce((sum, row) => sum + row.cost, 0);
+    const agree = rows.length >= expectedRows && Math.abs((credits.data?.total_usage ?? Number.NaN) - logged) < 5e-7; // the tolerance of the checks below (toBeCloseTo, 6 digits)
+    if (agree || Date.now() > deadline) return { credits: credits.data, rows };
     await Bun.sleep(50);
   }
 }
