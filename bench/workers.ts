@@ -292,8 +292,11 @@ async function measureN(n: number, options: WorkersOptions, generator: Generator
         if (x.non2xx + x.errors > 0) log(`WARNING: workers=${n} ${kind}: ${x.non2xx} non-2xx, ${x.errors} errors`);
       }
       if (gateway.proc.exitCode !== null || gateway.proc.signalCode !== null) log(`WARNING: workers=${n}: the gateway exited during the run:\n${gateway.output()}`);
-      // The primary gives its workers SQLITE_HOLDS=shared unless the environment sets a mode; one process keeps its default.
-      const holds = options.postgres ? "postgres" : n > 1 ? workerHoldsMode(process.env) : process.env.SQLITE_HOLDS || "process";
+      // Workers keep their holds in the primary unless SQLITE_HOLDS=shared says rows; one process keeps its default.
+      const sqliteHolds = n > 1 ? workerHoldsMode(process.env) : process.env.SQLITE_HOLDS || "process";
+      // "+thread": the group commits on the metering thread (SQLITE_METERING_THREAD=true; not with shared holds).
+      const meteringThread = process.env.SQLITE_METERING_THREAD === "true" && sqliteHolds !== "shared";
+      const holds = options.postgres ? "postgres" : meteringThread ? `${sqliteHolds}+thread` : sqliteHolds;
       row = { workers: n, connections, holds, nonstream: nonstream.figures, stream: stream.figures, memoryMb: { idle: idleMb, loaded: treePssMb(gateway.proc.pid) } };
     } finally {
       // A graceful stop: each worker drains its requests and flushes its metering before it exits.
