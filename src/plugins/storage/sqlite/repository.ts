@@ -83,7 +83,8 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
       : null;
   // Filled in below: the reservations read stored funds through it, and the group commit needs the reservations.
   let commits: GroupCommit;
-  const stored = storedView(client, () => commits);
+  // Without the thread a batch is written and settled in one turn: reads run as they are, nothing prepared for them.
+  const stored: StoredView = thread ? storedView(client, () => commits) : (read) => read();
 
   const heldHere = holds === "primary" ? null : createSqliteReservations(client, pending, holds, options.busyTimeoutMs ?? 1000, stored);
   const heldInPrimary = heldHere ? null : createPrimaryReservations(options.primary!);
