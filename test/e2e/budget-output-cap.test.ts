@@ -75,24 +75,29 @@ describe("the output cap always goes upstream", () => {
   });
 
   it("a cap bound by the funds goes upstream in every family (the hold's own cap, below the model maximum)", async () => {
-    // $5 at $40 per million output tokens (gpt-6.2-astra): ~125k affordable, under 128k; Anthropic and Gemini alike.
+    // $0.50 of key budget buys ~12.5k tokens at $40 per million output tokens (gpt-6.2-astra), ~50k at $10 (Sonnet),
+    // ~25k at Gemini 4 Carbon's $20 from 2026-12-01: each under its model's maximum.
     const { key: small } = await t.newAccountWithKey({ credit: 5, key: { limit: 0.5 } });
     const client = t.client(small);
     await client.chat.completions.create({ model: "gpt-6.2-astra", messages: [{ role: "user", content: "cap-funds-openai" }] });
     await client.chat.completions.create({ model: "claude-sonnet-5-5", messages: [{ role: "user", content: "cap-funds-anthropic" }] });
     await client.chat.completions.create({ model: "gemini-4-carbon", messages: [{ role: "user", content: "cap-funds-gemini" }] });
-    const openaiCap = sent("cap-funds-openai").body.max_completion_tokens;
-    const anthropicCap = sent("cap-funds-anthropic").body.max_tokens;
-    const geminiCap = sent("cap-funds-gemini").body.generationConfig.maxOutputTokens;
-    // $0.50 of key budget: ~12.5k tokens at $40/M, ~50k at $10/M (Sonnet, Gemini carbon).
-    expect(openaiCap).toBeGreaterThan(12_000);
-    expect(openaiCap).toBeLessThan(12_500);
-    expect(anthropicCap).toBeGreaterThan(49_000);
-    expect(anthropicCap).toBeLessThan(50_000);
-    expect(geminiCap).toBeGreaterThan(49_000);
-    expect(geminiCap).toBeLessThan(50_000);
+    expectFundsCap(sent("cap-funds-openai").body.max_completion_tokens, "gpt-6.2-astra");
+    expectFundsCap(sent("cap-funds-anthropic").body.max_tokens, "claude-sonnet-5-5");
+    expectFundsCap(sent("cap-funds-gemini").body.generationConfig.maxOutputTokens, "gemini-4-carbon");
   });
 });
+
+/**
+ * The output tokens $0.50 buys at the model's output price in effect today (the catalog's dated prices), less
+ * the little the prompt's hold takes: the cap sits just below that, and below the model's maximum.
+ */
+function expectFundsCap(cap: number, model: string): void {
+  const affordable = 500_000_000 / catalog.pricesFor(catalog.get(model)!, 0, new Date()).output;
+  expect(affordable).toBeLessThan(maxOf(model));
+  expect(cap).toBeLessThan(affordable);
+  expect(cap).toBeGreaterThan(affordable * 0.96);
+}
 
 describe("max_tokens above the model's maximum", () => {
   it("is a 400 invalid_request naming the maximum, in each client format, and nothing goes upstream", async () => {
