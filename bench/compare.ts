@@ -165,7 +165,14 @@ async function main(): Promise<void> {
     const body = chatBody({ stream: options.stream, words: options.words, chunkDelayMs: options.chunkDelayMs });
     const ms = options.seconds * 1000;
     const targets = gateways.map((g) => ({ ...g.target, pid: g.pid }));
-    for (const target of targets) await (options.stream ? streams(target, body, options.concurrency, 1000) : cannon(target, body, options.concurrency, 1000)); // warm-up
+    // Warm-up to the JIT's steady state, as run.ts does: c=64 for 4 s, then the measured concurrency for 2 s. At c=1 alone a
+    // second is ~2,000 requests, and the optimizing JIT was still compiling the gateway's code through the measurement:
+    // its p99 read ~1 ms higher (docs/performance.md, "The c=1 tail").
+    for (const target of targets) {
+      const warm = (concurrency: number, ms: number) => (options.stream ? streams(target, body, concurrency, ms) : cannon(target, body, concurrency, ms));
+      if (options.concurrency < 64) await warm(64, 4000);
+      await warm(options.concurrency, 2000);
+    }
     const progress = (target: Target, served: number, seconds: number, round: number) =>
       console.error(`round ${round + 1}/${options.rounds}: ${target.name} ${fInt(served / seconds)}/s`);
     const rows: Row[] = [];
