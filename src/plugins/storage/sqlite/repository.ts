@@ -55,6 +55,8 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   meteringThread?: boolean;
   /** Tests only: what the metering thread does between a batch's COMMIT and its reply. */
   meteringThreadFaults?: MeteringThreadFaults;
+  /** The requests in flight, which tell a lightly loaded gateway (short metering transactions); default this process's. */
+  requestsInFlight?: () => number;
   log?: Logger;
 }
 
@@ -68,6 +70,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const maxBatch = Math.max(1, options.maxBatch ?? 512);
   const log = options.log ?? createLogger("storage");
   const holds = options.holds ?? "shared";
+  const requestsInFlight = options.requestsInFlight ?? requestsInFlightNow;
   const { client, db } = openSqlite(path, options); // creates the file's directory: lock after
   let lock: { release(): void } | null = null;
   try {
@@ -123,7 +126,7 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     flushIntervalMs,
     maxBatch,
     // One request at a time (c=1): transactions of 16 rows (~0.2-0.4 ms) instead of an interval's (~1 ms).
-    lightLoad: { rows: LIGHT_LOAD_ROWS, applies: () => !thread?.alive && requestsInFlightNow() <= LIGHT_LOAD_IN_FLIGHT },
+    lightLoad: { rows: LIGHT_LOAD_ROWS, applies: () => !thread?.alive && requestsInFlight() <= LIGHT_LOAD_IN_FLIGHT },
     log,
   });
 
