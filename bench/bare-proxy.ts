@@ -54,5 +54,7 @@ if (import.meta.main) {
     process.exit(2);
   }
   const server = startBareProxy({ port, upstream });
+  // Exit normally on SIGTERM, so a `--cpu-prof` profile is written (bench/profile.ts --bare).
+  process.on("SIGTERM", () => process.exit(0));
   console.log(`bare proxy listening on http://127.0.0.1:${server.port}`);
 }

@@ -151,9 +151,9 @@ export async function startHttpsUpstream(upstream: Child, dir: string): Promise<
 }
 
 /** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
-export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = []): Promise<Child> {
+export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = [], bunArgs: string[] = []): Promise<Child> {
   const port = freePort();
-  const bare = spawnChild("bare proxy", [...pin, BUN, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
+  const bare = spawnChild("bare proxy", [...pin, BUN, ...bunArgs, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
   await waitReady(bare, "/v1/models", false);
   return bare;
 }

@@ -10,10 +10,12 @@
  *   bun bench/profile.ts --key-limits    # the key of the plugins case (RPM/TPM 10,000,000, key budget)
  *   REDIS_URL=redis://127.0.0.1:6379 bun bench/profile.ts --key-limits   # rate limits counted in Redis
  *   bun bench/profile.ts --workers 2    # GATEWAY_WORKERS=2: the profile is the primary's (its CPU per request is printed)
+ *   bun bench/profile.ts --bare --stream  # the bare proxy (bare-proxy.ts) under the same load, to set beside the gateway's
  *
  * Starts the fake upstream and `bun --cpu-prof src/index.ts`, drives the load, stops the gateway (the profile is
  * written on exit) and prints the heaviest functions (self time), files and the gateway's own functions
- * (inclusive time). The raw profile stays in bench/profiles/ (open it in Chrome DevTools or speedscope).
+ * (inclusive time), each as a share of the time sampled and in µs per request answered, so two profiles (the gateway's
+ * and the bare proxy's) can be subtracted function by function. The raw profile stays in bench/profiles/ (open it in Chrome DevTools or speedscope).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,6 +27,7 @@ import {
   cannon,
   completedStreams,
   cpuSeconds,
+  startBareProxy,
   startFakeUpstream,
   installCleanup,
   provisionKey,
@@ -54,7 +57,7 @@ function where(url: string): string {
   return nm >= 0 ? rel.slice(nm) : rel;
 }
 
-function summarize(profile: CpuProfile, top: number): void {
+function summarize(profile: CpuProfile, top: number, answered: number): void {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -103,12 +106,13 @@ function summarize(profile: CpuProfile, top: number): void {
       inclusive.set(key, (inclusive.get(key) ?? 0) + t);
     }
   }
-  const pct = (t: number) => `${((100 * t) / total).toFixed(1).padStart(5)}%`;
+  // timeDeltas are µs: the sampled time of a function divided by the requests answered while it was sampled.
+  const pct = (t: number) => `${((100 * t) / total).toFixed(1).padStart(5)}% ${(t / answered).toFixed(2).padStart(6)} µs`;
   const print = (title: string, map: Map<string, number>) => {
     console.log(`\n${title}`);
     for (const [name, t] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pct(t)}  ${name}`);
   };
-  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled under load (start-up and shutdown, ${(startupTime / 1e6).toFixed(2)} s, left out)`);
+  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled under load (start-up and shutdown, ${(startupTime / 1e6).toFixed(2)} s, left out), ${(total / answered).toFixed(1)} µs per request`);
   print("self time by file / package", selfByFile);
   print("self time by function", selfByFn);
   print("inclusive time, gateway functions (src/)", inclusive);
@@ -135,6 +139,7 @@ async function main() {
   const chunkDelayMs = Number(arg("--chunk-delay") ?? 0);
   const model = arg("--model");
   const workers = Number(arg("--workers") ?? 0);
+  const bare = args.includes("--bare");
   const body = (stream: boolean) => {
     const json = JSON.parse(chatBody({ stream, words, chunkDelayMs }));
     if (model) json.model = model;
@@ -143,23 +148,24 @@ async function main() {
   const tmp = mkdtempSync(join(tmpdir(), "gateway-profile-"));
   const profileDir = join(ROOT, "bench", "profiles");
   mkdirSync(profileDir, { recursive: true });
-  const name = `gateway-${stream ? "stream" : "nonstream"}-c${concurrency}${workers ? `-primary-of-${workers}` : ""}.cpuprofile`;
+  const name = `${bare ? "bare" : "gateway"}-${stream ? "stream" : "nonstream"}-c${concurrency}${workers ? `-primary-of-${workers}` : ""}.cpuprofile`;
   try {
     const upstream = await startFakeUpstream();
+    const profileArgs = ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}`];
     // lib.ts gives every gateway REDIS_URL="" (memory): here a REDIS_URL of the environment is meant for the profile.
-    const gateway = await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, { REDIS_URL: process.env.REDIS_URL ?? "", ...(workers ? { GATEWAY_WORKERS: String(workers) } : {}) }, [
-      "--cpu-prof",
-      `--cpu-prof-dir=${profileDir}`,
-      `--cpu-prof-name=${name}`,
-    ]);
-    const key = await provisionKey(
-      gateway.url,
-      keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {},
-    );
+    const gateway = bare
+      ? await startBareProxy(upstream.url, {}, [], profileArgs)
+      : await startGatewayProcess("gateway (profiled)", join(tmp, "bench.db"), upstream.url, { REDIS_URL: process.env.REDIS_URL ?? "", ...(workers ? { GATEWAY_WORKERS: String(workers) } : {}) }, profileArgs);
+    const key = bare
+      ? "unused"
+      : await provisionKey(
+          gateway.url,
+          keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {},
+        );
     const target = { name: "gateway" as const, url: gateway.url, key };
     const cpuBefore = workers ? cpuMs(gateway) : 0;
     let answered = 0;
-    console.error(`profiling the gateway${workers ? `'s primary (${workers} workers)` : ""}: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
+    console.error(`profiling the ${bare ? "bare proxy" : "gateway"}${workers ? `'s primary (${workers} workers)` : ""}: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
     if (stream) {
       const run = await streamLoop({ url: `${gateway.url}/v1/chat/completions`, key, body: body(true), concurrency, durationMs });
       const ok = completedStreams(run);
@@ -171,10 +177,10 @@ async function main() {
       console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);
     }
     if (workers) console.error(`  the primary's CPU: ${((1000 * (cpuMs(gateway) - cpuBefore)) / answered).toFixed(1)} µs per request`);
-    await stopChild(gateway, 15_000); // SIGTERM: the gateway exits normally and the profile is written
+    await stopChild(gateway, 15_000); // SIGTERM: the gateway (and the bare proxy) exit normally and the profile is written
     await stopChild(upstream);
     const path = join(profileDir, name);
-    summarize(JSON.parse(readFileSync(path, "utf8")) as CpuProfile, top);
+    summarize(JSON.parse(readFileSync(path, "utf8")) as CpuProfile, top, answered);
     console.log(`\nwrote ${path}`);
   } finally {
     await stopAll();

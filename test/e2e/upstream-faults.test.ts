@@ -77,6 +77,7 @@ const CASES: { scenario: FaultScenario; nonStream: Expected; stream: Expected }[
   { scenario: "usage_1e308",           nonStream: answerOrError("bounded"),  stream: answerOrTextThenError("bounded") },
   { scenario: "usage_negative_cached", nonStream: answerOrError("bounded"),  stream: answerOrTextThenError("bounded") },
   { scenario: "error_401_echo_key",    nonStream: error(502),                stream: error(502) },
+  { scenario: "keepalive_lines",       nonStream: answer("exact"),           stream: answer("exact") },
 ];
 
 /** Client format x upstream wire: same-format relays and translations both ways. */

@@ -22,6 +22,10 @@
 import net from "node:net";
 import { gzipSync } from "node:zlib";
 
+/** keepalive_lines: how often, and for how long (longer than the fault test's idle timeout, 300 ms). */
+export const KEEPALIVE_EVERY_MS = 100;
+export const KEEPALIVE_FOR_MS = 700;
+
 /** What the upstream does with one request. Each has a streaming and a non-streaming form (see SCENARIOS). */
 export type FaultScenario = keyof typeof SCENARIOS;
 
@@ -47,6 +51,7 @@ export const SCENARIOS = {
   usage_1e308: "usage claiming 1e308 input and output tokens",
   usage_negative_cached: "usage with a negative cached-token count (input - cached would bill more input than sent)",
   error_401_echo_key: "401 whose error message echoes the provider key the request carried",
+  keepalive_lines: `DeepSeek's way of waiting: headers, then an empty line (stream: an SSE comment) every ${KEEPALIVE_EVERY_MS} ms for ${KEEPALIVE_FOR_MS} ms, then the complete answer (non-stream: chunked, no content-length)`,
 } as const;
 
 export type UpstreamWire = "chat" | "anthropic" | "responses";
@@ -447,6 +452,16 @@ export async function startFaultyUpstream(): Promise<FaultyUpstream> {
           await write(jsonHead(zipped.length, { "content-encoding": "gzip" }));
           await write(zipped);
         }
+        return true;
+      case "keepalive_lines":
+        await write(stream ? sseHead() : head("200 OK", { "content-type": JSON_TYPE, "transfer-encoding": "chunked", "x-request-id": `req_${nextId()}` }));
+        for (let waited = 0; waited < KEEPALIVE_FOR_MS; waited += KEEPALIVE_EVERY_MS) {
+          await write(chunk(stream ? ": keep-alive\n\n" : "\n"));
+          await sleep(KEEPALIVE_EVERY_MS);
+        }
+        if (stream) for (const frame of rendered.frames) await write(chunk(frame));
+        else await write(chunk(json));
+        await write(LAST_CHUNK);
         return true;
       case "html_200":
         await write(head("200 OK", { "content-type": "text/html; charset=utf-8", "content-length": Buffer.byteLength(HTML_PAGE) }) + HTML_PAGE);
