@@ -14,8 +14,8 @@
  *
  * Starts the fake upstream and `bun --cpu-prof src/index.ts`, drives the load, stops the gateway (the profile is
  * written on exit) and prints the heaviest functions (self time), files and the gateway's own functions
- * (inclusive time), each as a share of the time sampled and in µs per request answered, so two profiles (the gateway's
- * and the bare proxy's) can be subtracted function by function. The raw profile stays in bench/profiles/ (open it in Chrome DevTools or speedscope).
+ * (inclusive time), as shares of the time sampled (idle included: JSC samples a waiting event loop as native code),
+ * and the process's CPU per request (its JS thread and all threads, from /proc) over the load. The raw profile stays in bench/profiles/ (open it in Chrome DevTools or speedscope).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -57,7 +57,7 @@ function where(url: string): string {
   return nm >= 0 ? rel.slice(nm) : rel;
 }
 
-function summarize(profile: CpuProfile, top: number, answered: number): void {
+function summarize(profile: CpuProfile, top: number): void {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -106,21 +106,15 @@ function summarize(profile: CpuProfile, top: number, answered: number): void {
       inclusive.set(key, (inclusive.get(key) ?? 0) + t);
     }
   }
-  // timeDeltas are µs: the sampled time of a function divided by the requests answered while it was sampled.
-  const pct = (t: number) => `${((100 * t) / total).toFixed(1).padStart(5)}% ${(t / answered).toFixed(2).padStart(6)} µs`;
+  const pct = (t: number) => `${((100 * t) / total).toFixed(1).padStart(5)}%`;
   const print = (title: string, map: Map<string, number>) => {
     console.log(`\n${title}`);
     for (const [name, t] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pct(t)}  ${name}`);
   };
-  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled under load (start-up and shutdown, ${(startupTime / 1e6).toFixed(2)} s, left out), ${(total / answered).toFixed(1)} µs per request`);
+  console.log(`\nprofile: ${(total / 1e6).toFixed(2)} s sampled under load (start-up and shutdown, ${(startupTime / 1e6).toFixed(2)} s, left out)`);
   print("self time by file / package", selfByFile);
   print("self time by function", selfByFn);
   print("inclusive time, gateway functions (src/)", inclusive);
-}
-
-/** The CPU the process has used so far (all its threads), ms. */
-function cpuMs(child: { proc: { pid: number } }): number {
-  return (cpuSeconds(child.proc.pid)?.all ?? 0) * 1000;
 }
 
 async function main() {
@@ -163,7 +157,7 @@ async function main() {
           keyLimits ? { limit: 1_000_000, rate_limit: { requests_per_minute: PLUGINS_KEY_LIMIT, tokens_per_minute: PLUGINS_KEY_LIMIT } } : {},
         );
     const target = { name: "gateway" as const, url: gateway.url, key };
-    const cpuBefore = workers ? cpuMs(gateway) : 0;
+    const cpuBefore = cpuSeconds(gateway.proc.pid);
     let answered = 0;
     console.error(`profiling the ${bare ? "bare proxy" : "gateway"}${workers ? `'s primary (${workers} workers)` : ""}: ${stream ? "streaming" : "non-streaming"} chat completions, c=${concurrency}, ${durationMs / 1000} s`);
     if (stream) {
@@ -176,11 +170,15 @@ async function main() {
       answered = figures.rps * (durationMs / 1000);
       console.error(`  ${Math.round(figures.rps)} req/s, p50 ${figures.p50.toFixed(2)} ms, p99 ${figures.p99.toFixed(2)} ms, non-2xx ${figures.non2xx}`);
     }
-    if (workers) console.error(`  the primary's CPU: ${((1000 * (cpuMs(gateway) - cpuBefore)) / answered).toFixed(1)} µs per request`);
+    const cpuAfter = cpuSeconds(gateway.proc.pid);
+    if (cpuBefore && cpuAfter) {
+      const perRequest = (seconds: number) => ((1e6 * seconds) / answered).toFixed(1);
+      console.error(`  ${workers ? "the primary's" : "its"} CPU (profiler included): ${perRequest(cpuAfter.main - cpuBefore.main)} µs per request on the JS thread, ${perRequest(cpuAfter.all - cpuBefore.all)} over all threads`);
+    }
     await stopChild(gateway, 15_000); // SIGTERM: the gateway (and the bare proxy) exit normally and the profile is written
     await stopChild(upstream);
     const path = join(profileDir, name);
-    summarize(JSON.parse(readFileSync(path, "utf8")) as CpuProfile, top, answered);
+    summarize(JSON.parse(readFileSync(path, "utf8")) as CpuProfile, top);
     console.log(`\nwrote ${path}`);
   } finally {
     await stopAll();
