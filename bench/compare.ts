@@ -15,10 +15,12 @@
  *   bun bench/compare.ts . .::SQLITE_HOLDS=shared --stream             # an environment setting, streaming
  *   bun bench/compare.ts . .::REDIS_URL=redis://127.0.0.1:6379 --key-limits   # rate limits counted in Redis
  *   bun bench/compare.ts . --bare --stream --words 20 --chunk-delay 5    # against the bare proxy, streams paced like a model's
+ *   bun bench/compare.ts . --floors --stream --words 20                  # and the floors between the two (floor-proxy.ts)
  *
  * `--key-limits`: the key of the plugins case (RPM and TPM 10,000,000, a key budget), so the rate-limit and
  * key-budget paths run on every request. `--bare`: the bare proxy as the first target (the one the others are
- * compared with). `--https`: the fake upstream behind a TLS front with its own CA (bench/tls-front.ts), trusted by
+ * compared with). `--floors`: the bare proxy and, after it, the floor proxies (bench/floor-proxy.ts: the body parsed and
+ * sent on; the answer read whole too; every answer JSON parsed and serialized again), what each step costs alone. `--https`: the fake upstream behind a TLS front with its own CA (bench/tls-front.ts), trusted by
  * every target through NODE_EXTRA_CA_CERTS, as every real provider is reached. `--pin N` (a machine with cores to spare):
  * each proxy (the bare one and every target) on N cores of its own, the fake upstream on two others, the load
  * generator (this process) on the rest, all with taskset; the table then says how much of a core the load generator
@@ -28,6 +30,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chatBody } from "./stream-client.ts";
+import { FLOOR_MODES } from "./floor-proxy.ts";
 import { PLUGINS_KEY_LIMIT } from "./plugins-case.ts";
 import {
   BUN,
@@ -46,6 +49,7 @@ import {
   fInt,
   freePort,
   startBareProxy,
+  startFloorProxy,
   startFakeUpstream,
   startHttpsUpstream,
   gatewayEnv,
@@ -71,6 +75,8 @@ interface Options {
   keyLimits: boolean;
   /** The bare proxy as the first target, the reference the others are compared with. */
   bare: boolean;
+  /** The floor proxies after the bare proxy (implies bare). */
+  floors: boolean;
   /** The fake upstream over https (a TLS front with its own CA, trusted through NODE_EXTRA_CA_CERTS). */
   https: boolean;
   /** Cores per proxy, each proxy on its own (taskset); 0: nothing pinned. */
@@ -78,12 +84,13 @@ interface Options {
 }
 
 function parseArgs(argv: string[]): Options {
-  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false, https: false, pin: 0 };
+  const options: Options = { targets: [], stream: false, rounds: 4, seconds: 3, concurrency: 64, keyLimits: false, words: 0, chunkDelayMs: 0, bare: false, floors: false, https: false, pin: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--stream") options.stream = true;
     else if (a === "--key-limits") options.keyLimits = true;
     else if (a === "--bare") options.bare = true;
+    else if (a === "--floors") options.bare = options.floors = true;
     else if (a === "--https") options.https = true;
     else if (a === "--rounds") options.rounds = Number(argv[++i]);
     else if (a === "--seconds") options.seconds = Number(argv[++i]);
@@ -95,8 +102,8 @@ function parseArgs(argv: string[]): Options {
     else options.targets.push(a);
   }
   const valid = [options.rounds, options.seconds, options.concurrency].every((n) => Number.isFinite(n) && n > 0) && Number.isInteger(options.pin) && options.pin >= 0;
-  if (options.targets.length === 0 || !valid) {
-    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--https] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C] [--pin CORES]");
+  if ((options.targets.length === 0 && !options.floors) || !valid) {
+    console.error("usage: bun bench/compare.ts <checkout>[:<config>[:<ENV=value>,...]] ... [--bare] [--floors] [--https] [--stream] [--words N] [--chunk-delay MS] [--key-limits] [--rounds N] [--seconds S] [--concurrency C] [--pin CORES]");
     process.exit(2);
   }
   return options;
@@ -111,7 +118,7 @@ interface Placement {
 
 function placement(options: Options): Placement | null {
   if (options.pin === 0) return null;
-  const proxies = options.targets.length + (options.bare ? 1 : 0);
+  const proxies = options.targets.length + (options.bare ? 1 : 0) + (options.floors ? FLOOR_MODES.length : 0);
   const cores = cpus().length;
   const loadCores = cores - proxies * options.pin - 2;
   if (loadCores < 2) throw new Error(`--pin ${options.pin}: ${proxies} proxies × ${options.pin} + 2 for the fake upstream leaves ${loadCores} of ${cores} cores for the load generator (2 at least)`);
@@ -149,6 +156,12 @@ async function main(): Promise<void> {
     if (options.bare) {
       const bare = await startBareProxy(upstream.url, upstream.env, proxyPins.shift());
       gateways.push({ target: { name: "bare proxy", url: bare.url, key: UPSTREAM_KEY }, pid: bare.proc.pid });
+    }
+    if (options.floors) {
+      for (const mode of FLOOR_MODES) {
+        const floor = await startFloorProxy(mode, upstream.url, upstream.env, proxyPins.shift());
+        gateways.push({ target: { name: `floor: ${mode}`, url: floor.url, key: UPSTREAM_KEY }, pid: floor.proc.pid });
+      }
     }
     for (const [i, spec] of options.targets.entries()) {
       const [dir, config] = spec.split(":");

@@ -150,6 +150,15 @@ export async function startHttpsUpstream(upstream: Child, dir: string): Promise<
   return { front, url, env };
 }
 
+/** A floor proxy (floor-proxy.ts) in `mode` in front of `upstreamUrl`, on a free port, answering. */
+export async function startFloorProxy(mode: string, upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = []): Promise<Child> {
+  const port = freePort();
+  const cmd = [...pin, BUN, "bench/floor-proxy.ts", "--mode", mode, "--port", String(port), "--upstream", upstreamUrl, "--upstream-key", UPSTREAM_KEY];
+  const floor = spawnChild(`floor proxy (${mode})`, cmd, { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
+  await waitReady(floor, "/v1/models", false);
+  return floor;
+}
+
 /** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
 export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = [], bunArgs: string[] = []): Promise<Child> {
   const port = freePort();
