@@ -156,13 +156,14 @@ bun bench/run.ts --workers 1,2,4,8 --stream-chunks 20
 cp bench/results-workers.json "$DEST/results-workers-chunks20.json"
 [ "$(nproc)" -ge 8 ] || exit 0
 # Goals 2 and 3 with each proxy on one core of its own (two for the last runs: the bare proxy's fetch thread, the
-# gateway's threads). The c=1 runs add the gateway with metering and the plugins that need it off, to show what sets
+# gateway's threads); the stream runs add the floor proxies (bench/floor-proxy.ts: what reading the answer costs
+# alone). The c=1 runs add the gateway with metering and the plugins that need it off, to show what sets
 # its tail.
 NO_METERING=$(mktemp --suffix=.yaml)
 awk -v off="metering budget rate-limit payments payments-stripe payments-usdt-tron cost-api dashboard" 'BEGIN { split(off, a, " "); for (i in a) o[a[i]] = 1 }
   /^  [a-z-]+:/ { n = $1; sub(":", "", n); cur = (n in o) }
   cur && /^    enabled:/ { sub(/enabled:.*/, "enabled: false") } { print }' plugins-config.yaml > "$NO_METERING"
-for args in "--stream --words 20" "--stream --words 300" "" ". .:$NO_METERING --concurrency 1" "--pin 2 --stream --words 20" ". .:$NO_METERING --concurrency 1 --pin 2"; do
+for args in "--floors --stream --words 20" "--floors --stream --words 300" "" ". .:$NO_METERING --concurrency 1" "--pin 2 --stream --words 20" ". .:$NO_METERING --concurrency 1 --pin 2"; do
   # shellcheck disable=SC2086
   case "$args" in .*) bun bench/compare.ts --bare --pin 1 --rounds 4 --seconds 3 $args ;; *) bun bench/compare.ts . --bare --pin 1 --rounds 4 --seconds 3 $args ;; esac
 done
