@@ -19,11 +19,6 @@ export function requestEnded(): void {
   requestsInFlight--;
 }
 
-/** Requests in flight in this process now: what tells a lightly loaded gateway, whose latency comes first, from a busy one. */
-export function requestsInFlightNow(): number {
-  return requestsInFlight;
-}
-
 function runTasks(): void {
   // What these tasks queue goes to the next turn.
   const due = tasks.splice(0);

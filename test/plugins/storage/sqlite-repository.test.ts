@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "bun:test";
 import { UnavailableError } from "../../../src/core/errors.ts";
-import { requestEnded, requestStarted } from "../../../src/core/turn-end.ts";
 import { InsufficientFundsError } from "../../../src/plugins/storage/errors.ts";
 import type { Funds, Repository } from "../../../src/plugins/storage/repository.ts";
 import {
@@ -269,34 +268,6 @@ describe("storage/sqlite repository", () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(150);
     clearInterval(ticker);
     await holder.exited;
-  });
-
-  it("keeps its metering transactions short while one request at a time is served, and whole under load; the ledger exact either way", async () => {
-    /** 40 generations queued at once, then the timer's commits: each commit's row count and the stored totals. */
-    async function commitsOf40(path: string, requestsInFlight?: () => number) {
-      const repository = openRepository(path, { holds: "process", flushIntervalMs: 5, requestsInFlight });
-      const { account, key } = await accountWithKey(repository);
-      await repository.addCredit({ accountId: account.id, amount: 10 * USD, kind: "card", reference: "seed" });
-      const rows: number[] = [];
-      const stopListening = repository.onCommit((_seconds, settled) => rows.push(settled));
-      for (let i = 0; i < 40; i++) repository.recordGeneration(makeGeneration(account.id, key.id, { totalCost: 1_000, inputCost: 1_000, outputCost: 0 }));
-      for (let waited = 0; rows.reduce((sum, n) => sum + n, 0) < 40 && waited < 2_000; waited += 5) await Bun.sleep(5);
-      stopListening();
-      expect(ledgerSums(path, account.id)).toMatchObject({ credits: 10 * USD, debits: 40_000 });
-      expect(await repository.accountTotals(account.id)).toMatchObject({ debits: 40_000 });
-      return rows;
-    }
-    // One request in flight (c=1): transactions of at most 16 rows, ~0.4 ms each. (This test process's own count is
-    // shared with every test file, so the light case is told its count.)
-    expect(await commitsOf40(tempDbPath(), () => 1)).toEqual([16, 16, 8]);
-    // Three more requests in flight in this process, as the pipeline counts them: a busy gateway, whose interval's
-    // rows share one transaction.
-    for (let i = 0; i < 3; i++) requestStarted();
-    try {
-      expect(await commitsOf40(tempDbPath())).toEqual([40]);
-    } finally {
-      for (let i = 0; i < 3; i++) requestEnded();
-    }
   });
 
   it("measures group-commit throughput (printed, not asserted)", async () => {

@@ -25,13 +25,6 @@ export interface GroupCommitOptions {
   onWritten?(batch: readonly Generation[]): void;
   flushIntervalMs: number;
   maxBatch: number;
-  /**
-   * A synchronous writer's transactions while the gateway is lightly loaded (`applies()`): a timer's write commits at
-   * most `rows`, one transaction per turn of the event loop, so a request that arrives meanwhile waits for a short one
-   * instead of a whole interval's (~1 ms at c=1: the c=1 tail, docs/performance.md). Under load an interval's rows go
-   * in one transaction, which shares its fixed cost among them. A flush or stop writes whole batches.
-   */
-  lightLoad?: { rows: number; applies(): boolean };
   log: Logger;
 }
 
@@ -68,7 +61,7 @@ function attempt(work: () => Step, done: () => void, failed: (error: unknown) =>
 // Long on purpose (issue 26): a closure factory of small named steps (none over ~25 lines) sharing one
 // mutable state (timers, in-flight write, failure count, recorded/settled counts); `onTimer` and
 // `onImmediate` go to the timers as they are, with no `this` to bind on the hot path.
-export function createGroupCommit({ pending, write, isPermanent, isBusy, onWritten, flushIntervalMs, maxBatch, lightLoad, log }: GroupCommitOptions) {
+export function createGroupCommit({ pending, write, isPermanent, isBusy, onWritten, flushIntervalMs, maxBatch, log }: GroupCommitOptions) {
   let stopped = false;
   let draining = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -142,7 +135,7 @@ export function createGroupCommit({ pending, write, isPermanent, isBusy, onWritt
 
   /** Writes the head of the queue (one batch); throws on a failure that may pass (the queue is kept). */
   function writeHead(): Step {
-    const batch = pending.queue.slice(0, background && lightLoad?.applies() ? Math.min(lightLoad.rows, maxBatch) : maxBatch);
+    const batch = pending.queue.slice(0, maxBatch);
     if (batch.length === 0) return;
     return writeBatch(batch, (error) => {
       if (!isPermanent(error)) throw error;

@@ -1,7 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { UnavailableError } from "../../../core/errors.ts";
 import { createLogger, type Logger } from "../../../core/log.ts";
-import { requestsInFlightNow } from "../../../core/turn-end.ts";
 import type { Generation, Repository, StoreLifecycle } from "../repository.ts";
 import { StoreGate } from "../shared/gate.ts";
 import { createGroupCommit, type GroupCommit } from "../shared/group-commit.ts";
@@ -27,11 +26,6 @@ import { createSqliteSessions } from "./sessions.ts";
 import { createSqliteSettings } from "./settings.ts";
 import { createSqliteUsers } from "./users.ts";
 
-/** The gateway serves about one request at a time (c=1): its metering transactions are kept short (group-commit.ts). */
-const LIGHT_LOAD_IN_FLIGHT = 2;
-/** A transaction of this many rows at light load: ~0.2-0.4 ms against ~1 ms for an interval's at c=1 (docs/performance.md). */
-const LIGHT_LOAD_ROWS = 16;
-
 export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   /** Group-commit period (default 5 ms). */
   flushIntervalMs?: number;
@@ -55,8 +49,6 @@ export interface SqliteRepositoryOptions extends OpenSqliteOptions {
   meteringThread?: boolean;
   /** Tests only: what the metering thread does between a batch's COMMIT and its reply. */
   meteringThreadFaults?: MeteringThreadFaults;
-  /** The requests in flight, which tell a lightly loaded gateway (short metering transactions); default this process's. */
-  requestsInFlight?: () => number;
   log?: Logger;
 }
 
@@ -70,7 +62,6 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
   const maxBatch = Math.max(1, options.maxBatch ?? 512);
   const log = options.log ?? createLogger("storage");
   const holds = options.holds ?? "shared";
-  const requestsInFlight = options.requestsInFlight ?? requestsInFlightNow;
   const { client, db } = openSqlite(path, options); // creates the file's directory: lock after
   let lock: { release(): void } | null = null;
   try {
@@ -125,8 +116,6 @@ export function createSqliteRepository(path: string, options: SqliteRepositoryOp
     onWritten: (batch) => reservations.forgetWritten(batch.map((g) => g.id)),
     flushIntervalMs,
     maxBatch,
-    // One request at a time (c=1): transactions of 16 rows (~0.2-0.4 ms) instead of an interval's (~1 ms).
-    lightLoad: { rows: LIGHT_LOAD_ROWS, applies: () => !thread?.alive && requestsInFlight() <= LIGHT_LOAD_IN_FLIGHT },
     log,
   });
 
