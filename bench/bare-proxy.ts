@@ -6,7 +6,7 @@
  *   → prints "bare proxy listening on http://127.0.0.1:9201"
  */
 
-function argValue(args: string[], name: string): string | undefined {
+export function argValue(args: string[], name: string): string | undefined {
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === name) return args[i + 1];

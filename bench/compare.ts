@@ -20,8 +20,9 @@
  * `--key-limits`: the key of the plugins case (RPM and TPM 10,000,000, a key budget), so the rate-limit and
  * key-budget paths run on every request. `--bare`: the bare proxy as the first target (the one the others are
  * compared with). `--floors`: the bare proxy and, after it, the floor proxies (bench/floor-proxy.ts: the body parsed and
- * sent on; the answer read whole too; every answer JSON parsed and serialized again), what each step costs alone. `--https`: the fake upstream behind a TLS front with its own CA (bench/tls-front.ts), trusted by
- * every target through NODE_EXTRA_CA_CERTS, as every real provider is reached. `--pin N` (a machine with cores to spare):
+ * sent on; the answer read whole too; every answer JSON parsed and serialized again), what each step costs alone.
+ * `--https`: the fake upstream behind a TLS front with its own CA (bench/tls-front.ts), trusted by every target
+ * through NODE_EXTRA_CA_CERTS, as every real provider is reached. `--pin N` (a machine with cores to spare):
  * each proxy (the bare one and every target) on N cores of its own, the fake upstream on two others, the load
  * generator (this process) on the rest, all with taskset; the table then says how much of a core the load generator
  * used, so a run it capped can be told from one the proxies capped.

@@ -15,6 +15,8 @@
  *   bun bench/floor-proxy.ts --mode parse --port 9202 --upstream http://127.0.0.1:9100
  */
 
+import { argValue } from "./bare-proxy.ts";
+
 export type FloorMode = "json" | "read" | "parse";
 export const FLOOR_MODES: readonly FloorMode[] = ["json", "read", "parse"];
 
@@ -80,10 +82,7 @@ export function startFloorProxy(options: { mode: FloorMode; port: number; upstre
 
 if (import.meta.main) {
   const args = process.argv.slice(2);
-  const value = (name: string) => {
-    const i = args.indexOf(name);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
+  const value = (name: string) => argValue(args, name);
   const mode = value("--mode") as FloorMode | undefined;
   const upstream = value("--upstream");
   if (!mode || !FLOOR_MODES.includes(mode) || !upstream) {

@@ -150,21 +150,23 @@ export async function startHttpsUpstream(upstream: Child, dir: string): Promise<
   return { front, url, env };
 }
 
-/** A floor proxy (floor-proxy.ts) in `mode` in front of `upstreamUrl`, on a free port, answering. */
-export async function startFloorProxy(mode: string, upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = []): Promise<Child> {
+/** A proxy script of bench/ (`--port`, `--upstream` and its own `args`) in front of `upstreamUrl`, on a free port, answering. */
+async function startProxyScript(name: string, script: string, args: string[], upstreamUrl: string, extraEnv: Record<string, string>, pin: string[], bunArgs: string[] = []): Promise<Child> {
   const port = freePort();
-  const cmd = [...pin, BUN, "bench/floor-proxy.ts", "--mode", mode, "--port", String(port), "--upstream", upstreamUrl, "--upstream-key", UPSTREAM_KEY];
-  const floor = spawnChild(`floor proxy (${mode})`, cmd, { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
-  await waitReady(floor, "/v1/models", false);
-  return floor;
+  const cmd = [...pin, BUN, ...bunArgs, script, "--port", String(port), "--upstream", upstreamUrl, ...args];
+  const proxy = spawnChild(name, cmd, { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
+  await waitReady(proxy, "/v1/models", false);
+  return proxy;
 }
 
 /** The bare proxy (bare-proxy.ts) in front of `upstreamUrl`, on a free port, answering. */
-export async function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = [], bunArgs: string[] = []): Promise<Child> {
-  const port = freePort();
-  const bare = spawnChild("bare proxy", [...pin, BUN, ...bunArgs, "bench/bare-proxy.ts", "--port", String(port), "--upstream", upstreamUrl], { ...process.env, ...extraEnv }, `http://127.0.0.1:${port}`);
-  await waitReady(bare, "/v1/models", false);
-  return bare;
+export function startBareProxy(upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = [], bunArgs: string[] = []): Promise<Child> {
+  return startProxyScript("bare proxy", "bench/bare-proxy.ts", [], upstreamUrl, extraEnv, pin, bunArgs);
+}
+
+/** A floor proxy (floor-proxy.ts) in `mode` in front of `upstreamUrl`, on a free port, answering. */
+export function startFloorProxy(mode: string, upstreamUrl: string, extraEnv: Record<string, string> = {}, pin: string[] = []): Promise<Child> {
+  return startProxyScript(`floor proxy (${mode})`, "bench/floor-proxy.ts", ["--mode", mode, "--upstream-key", UPSTREAM_KEY], upstreamUrl, extraEnv, pin);
 }
 
 export function gatewayEnv(port: number, databasePath: string, upstreamUrl: string, extra: Record<string, string> = {}) {

@@ -15,7 +15,8 @@
  * Starts the fake upstream and `bun --cpu-prof src/index.ts`, drives the load, stops the gateway (the profile is
  * written on exit) and prints the heaviest functions (self time), files and the gateway's own functions
  * (inclusive time), as shares of the time sampled (idle included: JSC samples a waiting event loop as native code),
- * and the process's CPU per request (its JS thread and all threads, from /proc) over the load. The raw profile stays in bench/profiles/ (open it in Chrome DevTools or speedscope).
+ * and the process's CPU per request (its JS thread and all threads, from /proc) over the load. The raw profile stays
+ * in bench/profiles/ (open it in Chrome DevTools or speedscope).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

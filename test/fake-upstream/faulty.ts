@@ -23,8 +23,8 @@ import net from "node:net";
 import { gzipSync } from "node:zlib";
 
 /** keepalive_lines: how often, and for how long (longer than the fault test's idle timeout, 300 ms). */
-export const KEEPALIVE_EVERY_MS = 100;
-export const KEEPALIVE_FOR_MS = 700;
+const KEEPALIVE_EVERY_MS = 100;
+const KEEPALIVE_FOR_MS = 700;
 
 /** What the upstream does with one request. Each has a streaming and a non-streaming form (see SCENARIOS). */
 export type FaultScenario = keyof typeof SCENARIOS;
